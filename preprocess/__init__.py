@@ -1,0 +1,1 @@
+"""Preprocessing package: the Beam JPEG -> TFRecord pipeline."""

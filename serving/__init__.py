@@ -1,0 +1,1 @@
+"""Serving package: SavedModel export helpers, TF Serving launcher, client."""

@@ -1,0 +1,37 @@
+"""Package definition for the trainer, the preprocessing pipeline and serving.
+
+The same package is shipped to Dataflow workers (``--setup_file ./setup.py``)
+and to AI Platform / Vertex AI training (``python -m build --sdist``).
+
+    python -m build --sdist --outdir dist .
+"""
+import setuptools
+
+RUNTIME = [
+    "tensorflow==2.15.1",
+    "tensorflow-estimator==2.15.0",
+    "apache-beam[gcp]==2.72.0",
+    "google-cloud-storage",
+    "pillow",
+    "absl-py",
+    "PyYAML",
+    "protobuf<5",  # TensorFlow 2.15 is built against protobuf 4.
+]
+
+EXTRAS = {
+    # Building the bundled demo dataset (scikit-learn ships the UCI digits).
+    "demo": ["scikit-learn"],
+    # Serving: the gRPC PredictionService and warmup-record protos.
+    "serving": ["tensorflow-serving-api==2.15.1"],
+    "test": ["pytest", "gcp-storage-emulator", "build", "scikit-learn"],
+}
+
+setuptools.setup(
+    name="tpu-image-classifier",
+    version="0.1.0",
+    description="JPEGs -> TFRecords (Beam) -> TPUEstimator -> SavedModel -> TF Serving",
+    python_requires=">=3.11,<3.12",
+    packages=setuptools.find_packages(include=["trainer*", "preprocess*", "serving*"]),
+    install_requires=RUNTIME,
+    extras_require=EXTRAS,
+)

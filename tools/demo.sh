@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The whole job end to end on the bundled demo data (UCI digits from scikit-learn):
+#   make demo            (or: bash tools/demo.sh work/demo)
+# Each stage writes under WORK; re-running resumes or skips what is done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WORK=${1:-work/demo}
+PY=.venv/bin/python
+export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
+
+echo "== 1/2 demo images: JPEGs in label folders + train.csv/eval.csv under $WORK/images"
+$PY -m preprocess.demo_data --output_dir "$WORK/images"
+
+echo "== 2/2 Beam pipeline: JPEG -> sharded TFRecords under $WORK/tfrecords"
+$PY -m preprocess.jpeg_to_tfrecord \
+  --input_csv "train=$WORK/images/train.csv" \
+  --input_csv "eval=$WORK/images/eval.csv" \
+  --output_dir "$WORK/tfrecords"

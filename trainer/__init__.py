@@ -1,0 +1,1 @@
+"""Trainer package: TPUEstimator input_fn, model_fn, train/evaluate loop."""
