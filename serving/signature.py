@@ -24,6 +24,6 @@ SIGNATURE_KEYED = "predict_keyed"      # image_bytes, key -> the same outputs pl
 SIGNATURES = (SIGNATURE_DEFAULT, SIGNATURE_PREDICT, SIGNATURE_KEYED)
 
 EXPORT_SUBDIR = "export"      # OUT/export/<model_name>/<version>/
-BEST_EXPORT_SUBDIR = "best"   # OUT/export/best/<model_name>/<version>/ (highest eval accuracy)
+BEST_EXPORT_SUBDIR = "best_export"  # OUT/best_export/<model_name>/<version>/ (highest eval accuracy)
 DEFAULT_MODEL_NAME = "image_classifier"
 WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"
