@@ -23,7 +23,10 @@ EXTRAS = {
     "demo": ["scikit-learn"],
     # Serving: the gRPC PredictionService and warmup-record protos.
     "serving": ["tensorflow-serving-api==2.15.1"],
-    "test": ["pytest", "gcp-storage-emulator", "build", "scikit-learn"],
+    # google-api-python-client ships the ml v1 / aiplatform v1 discovery documents
+    # that the job-config tests validate config.yaml against.
+    "test": ["pytest", "gcp-storage-emulator", "build", "scikit-learn",
+             "google-api-python-client"],
 }
 
 setuptools.setup(
