@@ -33,7 +33,8 @@ setuptools.setup(
     name="tpu-image-classifier",
     version="0.1.0",
     description="JPEGs -> TFRecords (Beam) -> TPUEstimator -> SavedModel -> TF Serving",
-    python_requires=">=3.11,<3.12",
+    # 3.10: the Cloud TPU TensorFlow 2.15 wheels and Vertex images; 3.11: the lock file.
+    python_requires=">=3.10,<3.12",
     packages=setuptools.find_packages(include=["trainer*", "preprocess*", "serving*"]),
     install_requires=RUNTIME,
     extras_require=EXTRAS,

@@ -1,0 +1,122 @@
+"""The cloud job configs are valid against the real API schemas.
+
+config.yaml and cloud/ai_platform_custom_tpu.yaml are checked against the ml v1
+discovery document shipped in google-api-python-client; cloud/vertex_tpu_job.yaml
+against google.cloud.aiplatform_v1's CustomJobSpec message, as gcloud parses it.
+
+    .venv/bin/python -m pytest tests/cloud/test_job_configs.py
+"""
+import json
+import pathlib
+
+import googleapiclient
+import pytest
+import yaml
+from google.cloud.aiplatform_v1.types import custom_job
+from google.protobuf import json_format
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DISCOVERY = pathlib.Path(googleapiclient.__file__).parent / "discovery_cache/documents/ml.v1.json"
+
+
+def load_ml_v1_schemas():
+    return json.loads(DISCOVERY.read_text())["schemas"]
+
+
+def check_against_schema(value, schema, schemas, path):
+    """Returns a list of problems: unknown fields, bad enum values, wrong types."""
+    if "$ref" in schema:
+        return check_against_schema(value, schemas[schema["$ref"]], schemas, path)
+    kind = schema.get("type")
+    if kind == "object" and "properties" in schema:
+        if not isinstance(value, dict):
+            return [f"{path}: expected a mapping, got {value!r}"]
+        problems = []
+        for key, item in value.items():
+            if key not in schema["properties"]:
+                problems.append(f"{path}.{key}: unknown field")
+            else:
+                problems += check_against_schema(item, schema["properties"][key], schemas, f"{path}.{key}")
+        return problems
+    if kind == "array":
+        if not isinstance(value, list):
+            return [f"{path}: expected a list, got {value!r}"]
+        return [p for i, item in enumerate(value)
+                for p in check_against_schema(item, schema["items"], schemas, f"{path}[{i}]")]
+    if "enum" in schema and value not in schema["enum"]:
+        return [f"{path}: {value!r} is not one of {schema['enum']}"]
+    return check_scalar(value, schema, path)
+
+
+def check_scalar(value, schema, path):
+    kind, fmt = schema.get("type"), schema.get("format")
+    if kind == "boolean" and not isinstance(value, bool):
+        return [f"{path}: expected a boolean, got {value!r}"]
+    if kind == "string" and fmt == "int64":  # int64 travels as a decimal string
+        return [] if str(value).lstrip("-").isdigit() else [f"{path}: expected an integer, got {value!r}"]
+    if kind == "string" and not isinstance(value, str):
+        return [f"{path}: expected a string, got {value!r}"]
+    if kind == "integer" and not isinstance(value, int):
+        return [f"{path}: expected an integer, got {value!r}"]
+    return []
+
+
+def validate_ml_v1_job(config):
+    schemas = load_ml_v1_schemas()
+    return check_against_schema(config, schemas["GoogleCloudMlV1__Job"], schemas, "job")
+
+
+def validate_vertex_custom_job_spec(config):
+    """Parses like `gcloud ai custom-jobs create --config`: raises ParseError on a bad field or enum."""
+    message = custom_job.CustomJobSpec.pb()()
+    json_format.ParseDict(config, message)
+    return message
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "cloud/ai_platform_custom_tpu.yaml"])
+def test_ai_platform_configs_match_ml_v1_schema(name):
+    config = yaml.safe_load((ROOT / name).read_text())
+    assert validate_ml_v1_job(config) == []
+
+
+def test_top_level_config_is_a_tpu_job():
+    training = yaml.safe_load((ROOT / "config.yaml").read_text())["trainingInput"]
+    assert training["scaleTier"] == "BASIC_TPU"
+    assert {"runtimeVersion", "pythonVersion", "region"} <= training.keys()
+
+
+def test_custom_config_has_a_cloud_tpu_worker():
+    training = yaml.safe_load((ROOT / "cloud/ai_platform_custom_tpu.yaml").read_text())["trainingInput"]
+    assert training["workerType"] == "cloud_tpu"
+    assert training["workerConfig"]["acceleratorConfig"]["type"].startswith("TPU_")
+
+
+@pytest.mark.parametrize("mutate, problem", [
+    (lambda t: t.update(scaleTier="BASIC_TPUS"), "'BASIC_TPUS' is not one of"),
+    (lambda t: t.update(runtimVersion="2.11"), "job.trainingInput.runtimVersion: unknown field"),
+    (lambda t: t.update(workerConfig={"acceleratorConfig": {"type": "TPU_V9"}}), "'TPU_V9' is not one of"),
+    (lambda t: t.update(workerCount="one"), "workerCount: expected an integer"),
+])
+def test_ml_v1_validator_rejects_typos(mutate, problem):
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    mutate(config["trainingInput"])
+    assert any(problem in p for p in validate_ml_v1_job(config)), validate_ml_v1_job(config)
+
+
+def test_vertex_config_parses_as_custom_job_spec():
+    spec = validate_vertex_custom_job_spec(yaml.safe_load((ROOT / "cloud/vertex_tpu_job.yaml").read_text()))
+    pool = spec.worker_pool_specs[0]
+    assert pool.python_package_spec.python_module == "trainer.task"
+    assert "--use_tpu" in pool.python_package_spec.args
+    assert pool.machine_spec.accelerator_count == 8
+
+
+@pytest.mark.parametrize("mutate, problem", [
+    (lambda s: s["workerPoolSpecs"][0]["machineSpec"].update(acceleratorType="TPU_V9"), "Invalid enum value TPU_V9"),
+    (lambda s: s["workerPoolSpecs"][0].update(pythonPackage={}), 'no field named "pythonPackage"'),
+])
+def test_vertex_validator_rejects_typos(mutate, problem):
+    config = yaml.safe_load((ROOT / "cloud/vertex_tpu_job.yaml").read_text())
+    mutate(config)
+    with pytest.raises(json_format.ParseError, match=problem):
+        validate_vertex_custom_job_spec(config)
