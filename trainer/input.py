@@ -1,0 +1,213 @@
+"""The input pipeline: make_input_fn(file_pattern, mode) -> input_fn(params) -> tf.data.Dataset.
+
+    python -m trainer.input 'DATA/train-*' train '{"batch_size": 16, "image_size": 64, ...}'
+                                                 # print one batch's shapes and labels
+
+input_fn yields (features, labels), every shape static:
+  features["image"]   float32 [B, S, S, 3], or [S, S, 3, B] if transpose_input;
+                      bfloat16 if use_bfloat16. Values in [-1, 1] (image_ops).
+  features["weight"]  float32 [B]: 1.0 for a real example, 0.0 for eval padding.
+  labels              int32 [B], 0-based (trainer/features.py).
+B is params["batch_size"], the per-core (PER_HOST_V2) batch TPUEstimator passes.
+
+params keys read here (defaults live in trainer/config.py, nowhere else):
+  batch_size       set by TPUEstimator: examples per batch this input_fn yields.
+  context          set by TPUEstimator on TPU only: a TPUContext; the dataset is
+                   sharded across input_fn invocations (one per host) when it has several.
+  image_size       int: side S of the square model input, in pixels.
+  min_crop_area    float in (0, 1]: the training crop covers at least this
+                   fraction of the image area (1.0 = no crop on square images).
+  random_flip      bool: mirror training images left-right at random.
+  shuffle_buffer   int: examples in the training shuffle buffer.
+  transpose_input  bool: emit images batch-last [S, S, 3, B] (faster TPU infeed);
+                   model_fn transposes them back with tf.transpose(x, [3, 0, 1, 2]).
+  use_bfloat16     bool: cast images to bfloat16 (TPU only).
+  cache_dataset    bool: cache the serialized records in memory after the first pass.
+"""
+import json
+import math
+import sys
+
+import tensorflow as tf
+
+from trainer import features, image_ops
+
+ModeKeys = tf.estimator.ModeKeys
+AUTOTUNE = tf.data.AUTOTUNE
+
+
+def list_files(file_pattern):
+    """Sorted files matching file_pattern; ValueError naming the pattern if none do."""
+    files = sorted(tf.io.gfile.glob(file_pattern))
+    if not files:
+        raise ValueError(f"file_pattern={file_pattern!r} matches no files")
+    return files
+
+
+def count_records(files):
+    """Number of records in TFRecord files (one sequential read; for eval without metadata).
+
+    A Python iterator rather than tf.data, so it also works when called in graph mode.
+    """
+    return sum(1 for path in files for _ in tf.compat.v1.io.tf_record_iterator(path))
+
+
+def validate_params(params):
+    """Rejects bad input params by name, before any graph is built."""
+    for key in ("batch_size", "image_size"):
+        if int(params[key]) <= 0:
+            raise ValueError(f"{key}={params[key]} must be a positive integer")
+    if not 0.0 < float(params["min_crop_area"]) <= 1.0:
+        raise ValueError(f"min_crop_area={params['min_crop_area']} must be in (0, 1]")
+    if int(params["shuffle_buffer"]) < 1:
+        raise ValueError(f"shuffle_buffer={params['shuffle_buffer']} must be >= 1")
+
+
+def input_shard(params):
+    """(num_shards, shard_index) of this input_fn invocation; (1, 0) off TPU.
+
+    TF 2.15's TPUContext has no current_input_fidelity; current_input_fn_deployment()
+    returns (device, invocation_index, total_invocation_count, replicas_consumed),
+    which is right for every deployment (PER_HOST_V1/V2: one invocation per host).
+    """
+    context = params.get("context")
+    if context is None:
+        return 1, 0
+    _, index, count, _ = context.current_input_fn_deployment()
+    return count, index
+
+
+def batches_per_step(params):
+    """Batches one input_fn invocation feeds per TPU step (replicas per host on PER_HOST_V2)."""
+    context = params.get("context")
+    if context is None:
+        return 1
+    return context.current_input_fn_deployment()[3]
+
+
+def padded_shard_size(num_examples, num_shards, step_examples):
+    """Examples every shard yields after padding: the largest shard rounded up to whole steps.
+
+    All shards must run the same number of steps, so each pads to the same size.
+    """
+    largest = math.ceil(num_examples / num_shards)
+    return math.ceil(largest / step_examples) * step_examples
+
+
+def eval_steps(num_examples, global_batch_size):
+    """Eval steps that cover every example once: ceil(N / global batch).
+
+    Equals padded_shard_size(N, shards, per-shard step examples) / per-shard
+    step examples, since ceil(ceil(N/k)/m) == ceil(N/(k*m)).
+    """
+    return math.ceil(num_examples / global_batch_size)
+
+
+def _example_to_features(serialized, preprocess):
+    parsed = features.parse_example(serialized)
+    image = preprocess(parsed[features.ENCODED])
+    label = tf.cast(parsed[features.LABEL], tf.int32)
+    return {"image": image, "weight": tf.constant(1.0, tf.float32)}, label
+
+
+def _finalize_batch(params):
+    """Casts and lays out a batch for the TPU: bfloat16 and batch-last are optional."""
+    def finalize(batch_features, labels):
+        image = batch_features["image"]
+        if params["use_bfloat16"]:
+            image = tf.cast(image, tf.bfloat16)
+        if params["transpose_input"]:
+            image = tf.transpose(image, [1, 2, 3, 0])  # [S, S, 3, B]
+        return dict(batch_features, image=image), labels
+    return finalize
+
+
+def make_train_dataset(files, params):
+    """Shuffled, repeated, augmented examples (before batching)."""
+    num_shards, shard_index = input_shard(params)
+    dataset = tf.data.Dataset.from_tensor_slices(files)
+    shard_files = len(files) >= num_shards
+    if shard_files:  # each host reads its own files; shard before shuffling.
+        dataset = dataset.shard(num_shards, shard_index)
+    dataset = dataset.shuffle(len(files), reshuffle_each_iteration=True)
+    dataset = dataset.interleave(
+        tf.data.TFRecordDataset, num_parallel_calls=AUTOTUNE, deterministic=False)
+    if not shard_files:
+        dataset = dataset.shard(num_shards, shard_index)
+    if params["cache_dataset"]:
+        dataset = dataset.cache()
+    # First shuffle and then repeat, so each epoch is a new permutation and no
+    # example repeats before every other one has been seen once.
+    dataset = dataset.shuffle(int(params["shuffle_buffer"]), reshuffle_each_iteration=True)
+    dataset = dataset.repeat()
+
+    def preprocess(image_bytes):
+        return image_ops.preprocess_for_train(
+            image_bytes, params["image_size"],
+            min_crop_area=float(params["min_crop_area"]),
+            random_flip=bool(params["random_flip"]))
+    return dataset.map(lambda record: _example_to_features(record, preprocess),
+                       num_parallel_calls=AUTOTUNE, deterministic=False)
+
+
+def make_eval_dataset(files, num_examples, params):
+    """One deterministic pass, padded with zero-weight examples to whole steps."""
+    num_shards, shard_index = input_shard(params)
+    image_size = params["image_size"]
+    dataset = tf.data.Dataset.from_tensor_slices(files).interleave(
+        tf.data.TFRecordDataset, num_parallel_calls=AUTOTUNE, deterministic=True)
+    # Shard records, not files: shard sizes are then known exactly from N.
+    dataset = dataset.shard(num_shards, shard_index)
+    shard_examples = len(range(shard_index, num_examples, num_shards))
+    # Fails the pass if metadata's count is stale, instead of mis-padding.
+    dataset = dataset.apply(tf.data.experimental.assert_cardinality(shard_examples))
+    if params["cache_dataset"]:
+        dataset = dataset.cache()
+    dataset = dataset.map(
+        lambda record: _example_to_features(
+            record, lambda image_bytes: image_ops.preprocess_for_eval(image_bytes, image_size)),
+        num_parallel_calls=AUTOTUNE, deterministic=True)
+    step_examples = int(params["batch_size"]) * batches_per_step(params)
+    padding = padded_shard_size(num_examples, num_shards, step_examples) - shard_examples
+    pad_element = ({"image": tf.zeros([image_size, image_size, 3], tf.float32),
+                    "weight": tf.constant(0.0, tf.float32)},
+                   tf.constant(0, tf.int32))
+    return dataset.concatenate(tf.data.Dataset.from_tensors(pad_element).repeat(padding))
+
+
+def make_input_fn(file_pattern, mode, num_examples=None):
+    """Returns input_fn(params) -> tf.data.Dataset of (features, labels) for mode.
+
+    file_pattern: a glob of TFRecord files (trainer/features.py schema).
+    mode: a tf.estimator.ModeKeys value; EVAL and PREDICT share the eval path.
+    num_examples: records matching file_pattern (metadata.json's split size);
+      EVAL counts the records itself when it is None.
+    """
+    files = list_files(file_pattern)
+    is_training = mode == ModeKeys.TRAIN
+    if not is_training and num_examples is None:
+        num_examples = count_records(files)
+
+    def input_fn(params):
+        validate_params(params)
+        if is_training:
+            dataset = make_train_dataset(files, params)
+        else:
+            dataset = make_eval_dataset(files, int(num_examples), params)
+        # drop_remainder=True: the TPU compiles for one static batch shape. Eval
+        # loses nothing: it was padded to whole batches above.
+        dataset = dataset.batch(int(params["batch_size"]), drop_remainder=True)
+        dataset = dataset.map(_finalize_batch(params), num_parallel_calls=AUTOTUNE)
+        return dataset.prefetch(AUTOTUNE)
+    return input_fn
+
+
+def main(argv):
+    file_pattern, mode, params = argv[1], argv[2], json.loads(argv[3])
+    for batch_features, labels in make_input_fn(file_pattern, mode)(params).take(1):
+        print({k: (v.shape, v.dtype.name) for k, v in batch_features.items()},
+              "labels", labels.numpy())
+
+
+if __name__ == "__main__":
+    main(sys.argv)
