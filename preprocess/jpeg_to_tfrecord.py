@@ -1,0 +1,319 @@
+"""Entry point: JPEGs listed in CSVs (or a label-folder tree) -> sharded TFRecords.
+
+Writes DIR/<split>-NNNNN-of-NNNNN.tfrecord, DIR/labels.txt, DIR/metadata.json
+and the dead letters DIR/errors-00000-of-00001.jsonl, then prints a summary.
+
+    python -m preprocess.jpeg_to_tfrecord --input_csv train=work/demo/images/train.csv \
+        --input_csv eval=work/demo/images/eval.csv --output_dir work/demo/tfrecords
+    python -m preprocess.jpeg_to_tfrecord --input_dir photos/ --eval_fraction 0.1 --output_dir out/
+    python -m preprocess.jpeg_to_tfrecord \
+        --input_csv train=gs://cloud-ml-data/img/flower_photos/train_set.csv \
+        --input_csv eval=gs://cloud-ml-data/img/flower_photos/eval_set.csv \
+        --output_dir gs://BUCKET/flowers --runner DataflowRunner --project P \
+        --region us-central1 --temp_location gs://BUCKET/tmp
+
+Every option this module does not define is a Beam pipeline option and is
+passed through (--runner, --project, --max_num_workers, --setup_file, ...).
+"""
+import argparse
+import dataclasses
+import logging
+import os
+import re
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import (
+    DirectOptions, PipelineOptions, SetupOptions, StandardOptions, WorkerOptions)
+from apache_beam.portability.api import beam_provision_api_pb2
+from apache_beam.runners.portability.fn_api_runner import fn_runner
+from apache_beam.runners.portability.portable_runner import JobServiceHandle
+
+from preprocess import images, shards, splits, transforms
+from trainer import metadata
+
+# The local default: Beam's FnApiRunner with one worker process per core. Beam
+# 2.72's DirectRunner would first try to download and start a Prism binary.
+LOCAL_RUNNER = "FnApiRunner"
+LOCAL_RUNNERS = ("FnApiRunner", "DirectRunner", "SwitchingDirectRunner",
+                 "BundleBasedDirectRunner", "PrismRunner", "TestDirectRunner")
+# Shipped to remote workers so that they can import preprocess/ and trainer/.
+PROJECT_SETUP_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                  "setup.py")
+# Used when the split comes from hashing (one CSV or --input_dir) and no
+# --eval_fraction was given: 10% held out, the usual choice for the flowers data.
+DEFAULT_EVAL_FRACTION = 0.1
+SPLIT_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+# Local worker processes log only warnings and this project's own INFO lines
+# (progress, files written); Beam's per-worker start-up chatter is hidden.
+LOCAL_WORKER_LOG_LEVEL = "WARNING"
+LOCAL_WORKER_LOG_OVERRIDES = {transforms.LOGGER_NAME: "INFO"}
+_LOGGER = logging.getLogger(transforms.LOGGER_NAME)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    output_dir: str
+    csv_inputs: tuple          # ((split or None, csv path), ...), globs expanded
+    input_dir: str             # or "" when reading CSVs
+    eval_fraction: float
+    labels: tuple              # from --labels_file, or () = derive from the data
+    num_shards: int            # 0 = choose by size
+    resize: int                # 0 = keep the size
+    max_pixels: int
+    jpeg_quality: int
+
+    @property
+    def splits(self):
+        named = [split for split, _ in self.csv_inputs if split]
+        return tuple(dict.fromkeys(named)) or (splits.TRAIN, splits.EVAL)
+
+
+def make_parser():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--input_csv", action="append", default=[],
+                        help="SPLIT=PATH (repeat per split), or one PATH split by "
+                             "--eval_fraction. Lines are 'uri,label'; PATH may be a glob.")
+    parser.add_argument("--input_dir", default="",
+                        help="ROOT with ROOT/<label>/<image> files, split by --eval_fraction")
+    parser.add_argument("--eval_fraction", type=float, default=None,
+                        help=f"hash-split share of eval rows (default {DEFAULT_EVAL_FRACTION})")
+    parser.add_argument("--output_dir", required=True)
+    parser.add_argument("--labels_file", default="",
+                        help="one label per line; default: the sorted labels of the data")
+    parser.add_argument("--num_shards", type=int, default=0,
+                        help="shards per split; default: one per ~100 MB")
+    parser.add_argument("--resize", type=int, default=0,
+                        help="scale the longest side down to this many pixels (0 = keep)")
+    parser.add_argument("--max_pixels", type=int, default=images.DEFAULT_MAX_PIXELS,
+                        help="reject images with more pixels (decompression bombs)")
+    parser.add_argument("--jpeg_quality", type=int, default=images.DEFAULT_JPEG_QUALITY,
+                        help="quality of re-encoded JPEGs")
+    return parser
+
+
+def parse_config(argv):
+    """argv -> (validated Config, the remaining Beam pipeline args)."""
+    args, pipeline_args = make_parser().parse_known_args(argv)
+    check_numbers(args)
+    csv_inputs = expand_csv_inputs(parse_csv_inputs(args.input_csv))
+    is_hash_split = bool(args.input_dir) or (len(csv_inputs) == 1 and csv_inputs[0][0] is None)
+    eval_fraction = check_eval_fraction(args.eval_fraction, is_hash_split)
+    if args.input_dir:
+        check_folder_has_files(args.input_dir)
+    labels = tuple(read_labels_file(args.labels_file)) if args.labels_file else ()
+    config = Config(args.output_dir.rstrip("/"), tuple(csv_inputs), args.input_dir.rstrip("/"),
+                    eval_fraction, labels, args.num_shards, args.resize, args.max_pixels,
+                    args.jpeg_quality)
+    return config, pipeline_args
+
+
+def check_numbers(args):
+    if bool(args.input_csv) == bool(args.input_dir):
+        raise ValueError("give either --input_csv (one or more) or --input_dir, not "
+                         f"{'both' if args.input_dir else 'neither'}")
+    checks = [("num_shards", args.num_shards, 0, shards.MAX_SHARDS),
+              ("resize", args.resize, 0, None), ("max_pixels", args.max_pixels, 1, None),
+              ("jpeg_quality", args.jpeg_quality, 1, 100)]
+    for name, value, low, high in checks:
+        if value < low or (high is not None and value > high):
+            bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
+            raise ValueError(f"--{name}={value} must be {bound}")
+
+
+def parse_csv_inputs(values):
+    """['train=a.csv', 'eval=b.csv'] or ['all.csv'] -> [(split or None, path)]."""
+    parsed = []
+    for value in values:
+        name, sep, path = value.partition("=")
+        if sep and SPLIT_NAME.match(name):
+            parsed.append((name, path))
+        else:
+            parsed.append((None, value))
+    unnamed = [path for split, path in parsed if split is None]
+    if unnamed and len(parsed) > 1:
+        raise ValueError(f"--input_csv {unnamed[0]} has no SPLIT= prefix; with several "
+                         "CSVs each needs one, e.g. --input_csv train=PATH")
+    names = [split for split, _ in parsed if split]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise ValueError(f"--input_csv split {duplicates[0]!r} is given more than once")
+    return parsed
+
+
+def expand_csv_inputs(csv_inputs):
+    """Expands globs; a path or glob that matches no file is an error naming it."""
+    expanded = []
+    for split, pattern in csv_inputs:
+        paths = sorted(m.path for result in FileSystems.match([pattern])
+                       for m in result.metadata_list)
+        if not paths:
+            raise ValueError(f"--input_csv {pattern} matches no file")
+        expanded.extend((split, path) for path in paths)
+    return expanded
+
+
+def check_eval_fraction(eval_fraction, is_hash_split):
+    if not is_hash_split:
+        if eval_fraction is not None:
+            raise ValueError(f"--eval_fraction={eval_fraction} applies only to one unnamed "
+                             "--input_csv or --input_dir; named CSVs already give the split")
+        return 0.0
+    value = DEFAULT_EVAL_FRACTION if eval_fraction is None else eval_fraction
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"--eval_fraction={value} must be in [0, 1)")
+    return value
+
+
+def check_folder_has_files(root):
+    pattern = FileSystems.join(root.rstrip("/"), "*", "*")
+    results = FileSystems.match([pattern], limits=[1])
+    if not results[0].metadata_list:
+        raise ValueError(f"--input_dir {root} has no files in label folders ({pattern})")
+
+
+def read_labels_file(path):
+    return metadata.parse_labels(shards.read_text(path), source=path)
+
+
+def build_pipeline_options(pipeline_args):
+    """Beam options with this project's defaults for what the user did not type."""
+    options = PipelineOptions(pipeline_args)
+    standard = options.view_as(StandardOptions)
+    typed = {arg.split("=")[0] for arg in pipeline_args if arg.startswith("--")}
+    if not standard.runner:
+        standard.runner = LOCAL_RUNNER
+    runner = standard.runner.rsplit(".", 1)[-1]
+    if runner == LOCAL_RUNNER:
+        direct = options.view_as(DirectOptions)
+        if "--direct_running_mode" not in typed:
+            direct.direct_running_mode = "multi_processing"
+        if "--direct_num_workers" not in typed:
+            direct.direct_num_workers = 0  # 0 = one worker per core
+        set_local_worker_logging(options, typed)
+    elif runner == "DirectRunner":
+        _LOGGER.warning("--runner DirectRunner first tries Beam's Prism runner, which "
+                        "downloads a binary; for an offline run use --runner %s", LOCAL_RUNNER)
+    if runner not in LOCAL_RUNNERS:
+        setup = options.view_as(SetupOptions)
+        if not setup.setup_file and os.path.exists(PROJECT_SETUP_FILE):
+            setup.setup_file = PROJECT_SETUP_FILE
+    return options
+
+
+def set_local_worker_logging(options, typed):
+    worker = options.view_as(WorkerOptions)
+    if "--default_sdk_harness_log_level" not in typed:
+        worker.default_sdk_harness_log_level = LOCAL_WORKER_LOG_LEVEL
+    if "--sdk_harness_log_level_overrides" not in typed:
+        worker.sdk_harness_log_level_overrides = dict(LOCAL_WORKER_LOG_OVERRIDES)
+
+
+def make_runner(options):
+    """The FnApiRunner built as Beam's DirectRunner builds it, minus the Prism attempt.
+
+    Built here (not from --runner FnApiRunner) so that the worker processes
+    receive the pipeline options, e.g. their log level. Other runners: by name.
+    """
+    name = options.view_as(StandardOptions).runner
+    if name.rsplit(".", 1)[-1] != LOCAL_RUNNER:
+        return None  # beam.Pipeline creates it from --runner
+    all_options = options.get_all_options()
+    provision_info = fn_runner.ExtendedProvisionInfo(beam_provision_api_pb2.ProvisionInfo(
+        pipeline_options=JobServiceHandle.encode_pipeline_options(all_options)))
+    return fn_runner.FnApiRunner(provision_info=provision_info)
+
+
+def build_pipeline(pipeline, config):
+    """Wires the transforms; returns the PCollection holding the final metadata dict."""
+    if config.input_dir:
+        read = pipeline | "ReadRows" >> transforms.ReadFolderRows(
+            config.input_dir, config.eval_fraction)
+    else:
+        read = pipeline | "ReadRows" >> transforms.ReadCsvRows(
+            config.csv_inputs, config.eval_fraction)
+    if config.labels:
+        labels = pipeline | "GivenLabels" >> beam.Create([list(config.labels)])
+    else:
+        labels = read["rows"] | "DeriveLabels" >> transforms.DeriveLabels()
+    processed = read["rows"] | "ProcessImages" >> transforms.ProcessImages(
+        labels, config.max_pixels, config.resize, config.jpeg_quality)
+    shard_stats = processed["records"] | "WriteShards" >> transforms.WriteShards(
+        config.output_dir, labels, config.num_shards or None)
+    errors = ((read[transforms.ERRORS], processed[transforms.ERRORS])
+              | "AllErrors" >> beam.Flatten())
+    errors | "WriteErrors" >> transforms.WriteErrors(config.output_dir)
+    return ({"labels": labels, "shard_stats": shard_stats, "errors": errors,
+             "lines": read["lines"]}
+            | "WriteDatasetFiles" >> transforms.WriteDatasetFiles(
+                config.output_dir, config.splits))
+
+
+def remove_stale_outputs(config):
+    """A rerun with another shard count must not leave old shards for the trainer's glob."""
+    patterns = [shards.shard_glob(config.output_dir, split) for split in config.splits]
+    patterns.append(FileSystems.join(config.output_dir, "errors-*.jsonl"))
+    for name in (metadata.METADATA_FILE, metadata.LABELS_FILE):
+        patterns.append(FileSystems.join(config.output_dir, name))
+    deleted = shards.delete_matching(patterns)
+    if deleted:
+        _LOGGER.info("Removed %d output files of a previous run in %s",
+                     len(deleted), config.output_dir)
+
+
+def format_summary(meta):
+    """The end-of-job table: records per split, rejections by reason, and the balance."""
+    lines = [f"{'split':<12}{'records':>10}{'shards':>8}"]
+    for split, stats in sorted(meta["splits"].items()):
+        lines.append(f"{split:<12}{stats['records']:>10}{stats['shards']:>8}")
+    for reason, count in meta["rejected"].items():
+        lines.append(f"{'rejected':<12}{count:>10}  {reason}")
+    for kind, count in meta.get("converted", {}).items():
+        lines.append(f"{'converted':<12}{count:>10}  {kind}")
+    written = sum(stats["records"] for stats in meta["splits"].values())
+    balance = "OK" if meta["rows_read"] == written + meta["rejected_total"] else "MISMATCH"
+    lines.append(f"rows read {meta['rows_read']} = written {written} + rejected "
+                 f"{meta['rejected_total']}: {balance}")
+    lines.append(f"labels: {meta['num_classes']}; dead letters: errors-*.jsonl")
+    return "\n".join(lines)
+
+
+def run(argv=None):
+    """Runs the job to completion; returns the metadata dict it wrote."""
+    config, pipeline_args = parse_config(argv)
+    options = build_pipeline_options(pipeline_args)
+    _LOGGER.info("Runner %s; writing to %s; splits %s", options.view_as(StandardOptions).runner,
+                 config.output_dir, ", ".join(config.splits))
+    remove_stale_outputs(config)
+    pipeline = beam.Pipeline(runner=make_runner(options), options=options)
+    build_pipeline(pipeline, config)
+    result = pipeline.run()
+    state = result.wait_until_finish()
+    if state != beam.runners.runner.PipelineState.DONE:
+        raise RuntimeError(f"pipeline ended in state {state}")
+    meta = metadata.parse_metadata(
+        shards.read_text(FileSystems.join(config.output_dir, metadata.METADATA_FILE)))
+    print(format_summary(meta), flush=True)
+    return meta
+
+
+def configure_logging():
+    """INFO from this project, warnings from Beam; forwarded worker logs are not repeated
+    (local workers print to this process's stderr themselves).
+
+    The environment variables are inherited by the local worker processes:
+    without them each worker prints TensorFlow's CUDA probing and Google's
+    Python-version notices.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
+    logging.basicConfig(level=logging.INFO, force=True,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(
+        logging.ERROR)
+
+
+if __name__ == "__main__":
+    configure_logging()
+    run()

@@ -1,0 +1,370 @@
+"""The pipeline's PTransforms and DoFns: read rows, load + validate images, write shards.
+
+Each composite here is tested on its own with TestPipeline (tests/preprocess/);
+preprocess/jpeg_to_tfrecord.py only wires them together.
+
+    python -m preprocess.jpeg_to_tfrecord --input_csv train=T.csv --input_csv eval=E.csv --output_dir OUT
+"""
+import collections
+import json
+import logging
+import time
+import typing
+import zlib
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+
+from preprocess import images, shards, sources
+from trainer import features, metadata
+
+NAMESPACE = "preprocess"   # of the Beam counters
+LOGGER_NAME = "preprocess"
+_LOGGER = logging.getLogger(LOGGER_NAME)
+ERRORS = "errors"          # tag of every dead-letter output
+# A worker logs how far it got at most this often, so a long local run is never silent.
+PROGRESS_EVERY_SECONDS = 15.0
+
+
+class Record(typing.NamedTuple):
+    split: str
+    label: int            # 0-based index into labels.txt
+    source: str           # the image URI
+    example: bytes        # serialized tf.train.Example (trainer/features.py)
+    conversions: tuple    # images.ConvertedImage.conversions
+
+
+def dead_letter(row, reason, detail):
+    """The JSON-able dead-letter record: what, from where, and why."""
+    return {"source": row.source, "label": row.label, "split": row.split,
+            "origin": row.origin, "reason": reason, "detail": detail}
+
+
+def count_rejection(reason):
+    Metrics.counter(NAMESPACE, f"rejected_{reason}").inc()
+
+
+class ReadCsvRows(beam.PTransform):
+    """(split or None, csv path) pairs -> {"lines", "rows", ERRORS} PCollections.
+
+    split None means "hash the uri into train/eval with eval_fraction". The
+    lines are reshuffled before parsing so that the image work after this
+    transform spreads over all workers instead of staying with one CSV reader.
+    """
+
+    def __init__(self, csv_inputs, eval_fraction=0.0):
+        super().__init__()
+        self._csv_inputs = list(csv_inputs)
+        self._eval_fraction = eval_fraction
+
+    def expand(self, pbegin):
+        lines = (pbegin
+                 | "ListCsvs" >> beam.Create(self._csv_inputs)
+                 | "ReadLines" >> beam.FlatMap(read_lines_of_csv)
+                 | "Spread" >> beam.Reshuffle())
+        parsed = lines | "Parse" >> beam.ParDo(
+            ParseCsvLineFn(self._eval_fraction)).with_outputs(ERRORS, main="rows")
+        return {"lines": lines, "rows": parsed.rows, ERRORS: parsed[ERRORS]}
+
+
+def read_lines_of_csv(csv_input):
+    """(split, path) -> (split, csv_dir, origin, line) for each non-blank line."""
+    split, path = csv_input
+    csv_dir = path.rsplit("/", 1)[0] if "/" in path else "."
+    _LOGGER.info("Reading %s", path)
+    for origin, line in sources.read_csv_lines(path):
+        yield split, csv_dir, origin, line
+
+
+class ParseCsvLineFn(beam.DoFn):
+    def __init__(self, eval_fraction):
+        self._eval_fraction = eval_fraction
+
+    def process(self, element):
+        split, csv_dir, origin, line = element
+        Metrics.counter(NAMESPACE, "rows_read").inc()
+        try:
+            yield sources.parse_csv_line(line, origin, csv_dir, split, self._eval_fraction)
+        except sources.RowRejected as err:
+            count_rejection(err.reason)
+            row = sources.Row(source=line, label="", split=split or "", origin=origin)
+            yield beam.pvalue.TaggedOutput(ERRORS, dead_letter(row, err.reason, err.detail))
+
+
+class ReadFolderRows(beam.PTransform):
+    """ROOT/<label>/<file> -> {"lines", "rows", ERRORS}, split by hash with eval_fraction."""
+
+    def __init__(self, root, eval_fraction):
+        super().__init__()
+        self._root = root.rstrip("/")
+        self._eval_fraction = eval_fraction
+
+    def expand(self, pbegin):
+        paths = (pbegin
+                 | "Root" >> beam.Create([self._root])
+                 | "ListFiles" >> beam.FlatMap(list_folder_files)
+                 | "Spread" >> beam.Reshuffle())
+        parsed = paths | "ToRow" >> beam.ParDo(
+            FolderFileToRowFn(self._root, self._eval_fraction)).with_outputs(ERRORS, main="rows")
+        return {"lines": paths, "rows": parsed.rows, ERRORS: parsed[ERRORS]}
+
+
+def list_folder_files(root):
+    """Every file one level below the label folders of ``root``."""
+    pattern = FileSystems.join(root, "*", "*")
+    for result in FileSystems.match([pattern]):
+        for file_metadata in result.metadata_list:
+            yield file_metadata.path
+
+
+class FolderFileToRowFn(beam.DoFn):
+    def __init__(self, root, eval_fraction):
+        self._root = root
+        self._eval_fraction = eval_fraction
+
+    def process(self, path):
+        Metrics.counter(NAMESPACE, "rows_read").inc()
+        try:
+            yield sources.row_from_folder_file(path, self._root, self._eval_fraction)
+        except sources.RowRejected as err:
+            count_rejection(err.reason)
+            row = sources.Row(source=path, label="", split="", origin=self._root)
+            yield beam.pvalue.TaggedOutput(ERRORS, dead_letter(row, err.reason, err.detail))
+
+
+class DeriveLabels(beam.PTransform):
+    """Rows -> a single sorted list of their distinct labels (for a side input).
+
+    Computed from the rows themselves, in the same job, so the label list and
+    the label ids in the records cannot disagree.
+    """
+
+    def expand(self, rows):
+        return (rows
+                | "Label" >> beam.Map(lambda row: row.label)
+                | "Distinct" >> beam.Distinct()
+                | "ToList" >> beam.combiners.ToList()
+                | "Sort" >> beam.Map(sorted))
+
+
+class ProcessImages(beam.PTransform):
+    """Rows + labels (side input) -> {"records", ERRORS}: read, validate, convert, serialize."""
+
+    def __init__(self, labels, max_pixels, resize, jpeg_quality):
+        super().__init__()
+        self._labels = labels
+        self._fn = ProcessImageFn(max_pixels, resize, jpeg_quality)
+
+    def expand(self, rows):
+        outputs = rows | "Process" >> beam.ParDo(
+            self._fn, beam.pvalue.AsSingleton(self._labels)).with_outputs(ERRORS, main="records")
+        return {"records": outputs.records, ERRORS: outputs[ERRORS]}
+
+
+class ProcessImageFn(beam.DoFn):
+    """One row -> one Record, or one dead-letter dict with the reason."""
+
+    def __init__(self, max_pixels, resize, jpeg_quality):
+        self._max_pixels = max_pixels
+        self._resize = resize
+        self._jpeg_quality = jpeg_quality
+
+    def setup(self):
+        self._label_ids = {}
+        self._labels_seen = None
+        self._progress = ProgressLog("images")
+
+    def process(self, row, labels):
+        try:
+            record = process_row(row, self._label_index(labels), self._max_pixels,
+                                 self._resize, self._jpeg_quality)
+        except (sources.RowRejected, images.ImageRejected) as err:
+            count_rejection(err.reason)
+            self._progress.add(rejected=True)
+            yield beam.pvalue.TaggedOutput(ERRORS, dead_letter(row, err.reason, err.detail))
+            return
+        for conversion in record.conversions:
+            Metrics.counter(NAMESPACE, f"converted_{conversion}").inc()
+        self._progress.add(rejected=False)
+        yield record
+
+    def _label_index(self, labels):
+        if labels is not self._labels_seen:  # the side input is one object per bundle
+            self._label_ids = {label: i for i, label in enumerate(labels)}
+            self._labels_seen = labels
+        return self._label_ids
+
+
+def process_row(row, label_ids, max_pixels, resize, jpeg_quality):
+    """The per-image work shared by the DoFn and the benchmark baselines: Row -> Record."""
+    if row.label not in label_ids:
+        raise sources.RowRejected(sources.UNKNOWN_LABEL,
+                                  f"label {row.label!r} is not in labels.txt")
+    data = sources.read_image_bytes(row.source)
+    image = images.convert_image(data, max_pixels, resize, jpeg_quality)
+    label = label_ids[row.label]
+    example = features.make_example(image.jpeg, image.height, image.width, label,
+                                    row.label, row.source)
+    return Record(row.split, label, row.source, example, image.conversions)
+
+
+class ProgressLog:
+    """Logs a worker's running totals every PROGRESS_EVERY_SECONDS."""
+
+    def __init__(self, what):
+        self._what = what
+        self._start = self._last = time.monotonic()
+        self._done = self._rejected = 0
+
+    def add(self, rejected):
+        self._done += 1
+        self._rejected += int(rejected)
+        now = time.monotonic()
+        if now - self._last >= PROGRESS_EVERY_SECONDS:
+            self._last = now
+            rate = self._done / (now - self._start)
+            _LOGGER.info("worker progress: %d %s done (%d rejected), %.0f/s",
+                         self._done, self._what, self._rejected, rate)
+
+
+class WriteShards(beam.PTransform):
+    """Records -> TFRecord shard files per split; returns one stats dict per shard written.
+
+    num_shards None chooses per split from the records' total size
+    (shards.choose_num_shards), computed in this job from the records themselves.
+    """
+
+    def __init__(self, output_dir, labels, num_shards=None):
+        super().__init__()
+        self._output_dir = output_dir
+        self._labels = labels
+        self._num_shards = num_shards
+
+    def expand(self, records):
+        sizes = (records
+                 | "Size" >> beam.Map(lambda r: (r.split, len(r.example)))
+                 | "SumSizes" >> beam.CombinePerKey(sum))
+        return (records
+                | "AssignShard" >> beam.Map(assign_shard, beam.pvalue.AsDict(sizes),
+                                            self._num_shards)
+                | "GroupShards" >> beam.GroupByKey()
+                | "Write" >> beam.ParDo(WriteShardFn(self._output_dir),
+                                        beam.pvalue.AsSingleton(self._labels)))
+
+
+def assign_shard(record, split_bytes, num_shards):
+    """-> ((split, shard, num_shards), record); the shard hashes the source URI.
+
+    Hashing the URI (not the label) gives every shard a mix of all labels, and
+    crc32 (unlike hash()) gives every worker the same answer.
+    """
+    count = num_shards or shards.choose_num_shards(split_bytes[record.split])
+    shard = zlib.crc32(record.source.encode("utf-8")) % count
+    return (record.split, shard, count), record
+
+
+class WriteShardFn(beam.DoFn):
+    """((split, shard, num_shards), records) -> writes the file, yields its stats."""
+
+    def __init__(self, output_dir):
+        self._output_dir = output_dir
+
+    def process(self, element, labels):
+        (split, shard, num_shards), records = element
+        path = shards.shard_path(self._output_dir, split, shard, num_shards)
+        per_label = collections.Counter()
+        converted = collections.Counter()
+
+        def examples():
+            for record in records:
+                per_label[labels[record.label]] += 1
+                converted.update(record.conversions)
+                yield record.example
+
+        count = shards.write_records(path, examples())
+        Metrics.counter(NAMESPACE, f"records_written_{split}").inc(count)
+        _LOGGER.info("Wrote %d records to %s", count, path)
+        yield {"split": split, "shard": shard, "num_shards": num_shards, "records": count,
+               "per_label": dict(per_label), "converted": dict(converted)}
+
+
+class WriteErrors(beam.PTransform):
+    """Dead-letter dicts -> DIR/errors-00000-of-00001.jsonl (written even when empty)."""
+
+    def __init__(self, output_dir):
+        super().__init__()
+        self._output_dir = output_dir
+
+    def expand(self, errors):
+        return (errors
+                | "ToJson" >> beam.Map(lambda e: json.dumps(e, sort_keys=True))
+                | "Write" >> beam.io.WriteToText(
+                    FileSystems.join(self._output_dir, "errors"),
+                    file_name_suffix=".jsonl", num_shards=1))
+
+
+class WriteDatasetFiles(beam.PTransform):
+    """Writes labels.txt and metadata.json from the job's own outputs; returns the metadata.
+
+    Inputs (a dict): "labels" (singleton list), "shard_stats" (WriteShards'
+    output), "errors" (dead letters), "lines" (every input row read). A split
+    or shard that received no records still gets a (valid, empty) shard file,
+    so the "-of-N" names always add up.
+    """
+
+    def __init__(self, output_dir, splits):
+        super().__init__()
+        self._output_dir = output_dir
+        self._splits = list(splits)
+
+    def expand(self, inputs):
+        rejected = (inputs["errors"]
+                    | "Reason" >> beam.Map(lambda e: e["reason"])
+                    | "CountReasons" >> beam.combiners.Count.PerElement())
+        rows_read = inputs["lines"] | "CountRows" >> beam.combiners.Count.Globally()
+        return (inputs["labels"].pipeline
+                | "Once" >> beam.Create([None])
+                | "Finish" >> beam.Map(
+                    write_dataset_files, self._output_dir, self._splits,
+                    labels=beam.pvalue.AsSingleton(inputs["labels"]),
+                    shard_stats=beam.pvalue.AsList(inputs["shard_stats"]),
+                    rejected=beam.pvalue.AsDict(rejected),
+                    rows_read=beam.pvalue.AsSingleton(rows_read)))
+
+
+def write_dataset_files(_, output_dir, splits, labels, shard_stats, rejected, rows_read):
+    split_stats = summarize_splits(splits, labels, shard_stats)
+    write_missing_shards(output_dir, split_stats, shard_stats)
+    converted = collections.Counter()
+    for stats in shard_stats:
+        converted.update(stats["converted"])
+    meta = metadata.build_metadata(labels, split_stats, dict(rejected), rows_read)
+    meta["converted"] = dict(sorted(converted.items()))  # images re-encoded, by why
+    shards.write_text(FileSystems.join(output_dir, metadata.LABELS_FILE),
+                      metadata.labels_to_text(labels))
+    shards.write_text(FileSystems.join(output_dir, metadata.METADATA_FILE),
+                      metadata.metadata_to_json(meta))
+    return meta
+
+
+def summarize_splits(splits, labels, shard_stats):
+    """Per-split records, per-label counts and shard counts from the shard stats."""
+    summary = {split: {"records": 0, "per_label": {label: 0 for label in labels}, "shards": 1}
+               for split in splits}
+    for stats in shard_stats:
+        split = summary[stats["split"]]
+        split["records"] += stats["records"]
+        split["shards"] = stats["num_shards"]
+        for label, count in stats["per_label"].items():
+            split["per_label"][label] += count
+    return summary
+
+
+def write_missing_shards(output_dir, split_stats, shard_stats):
+    written = {(s["split"], s["shard"]) for s in shard_stats}
+    for split, stats in split_stats.items():
+        for shard in range(stats["shards"]):
+            if (split, shard) not in written:
+                shards.write_records(
+                    shards.shard_path(output_dir, split, shard, stats["shards"]), [])
