@@ -1,0 +1,280 @@
+"""Every setting of the trainer, defined once, and the chain that resolves them into params.
+
+The chain (tensorflow/tpu ResNet style, nanoGPT-style defaults):
+
+    DEFAULTS  ->  OUT/params.json of an earlier run (if any)  ->  --config FILE.yaml
+              ->  flags the user typed  ->  values read from the dataset  ->  validate
+
+The result is one plain dict, written to OUT/params.json beside the checkpoints
+and passed as ``params`` to TPUEstimator; model_fn, input_fn and
+serving_input_fn read nothing else. Flags, config-file keys and params keys
+share one name. TPUEstimator owns the params keys ``batch_size`` and
+``context`` and sets ``use_tpu`` itself (see estimator_params).
+
+    .venv/bin/python -m trainer.config --train_data_path 'DIR/train-*' \\
+        --eval_data_path 'DIR/eval-*' --output_dir /tmp/out   # print resolved params
+"""
+import json
+import math
+import os
+import sys
+
+import tensorflow as tf
+import yaml
+
+from trainer import metadata
+
+PARAMS_FILE = "params.json"
+
+# A None default marks a string setting that is unset unless given.
+DEFAULTS = {
+    # --- Run: where data and outputs live, and what to do. ---
+    "train_data_path": None,   # glob of training TFRecords, e.g. DIR/train-*
+    "eval_data_path": None,    # glob of evaluation TFRecords, e.g. DIR/eval-*
+    "output_dir": None,        # checkpoints, params.json, eval_results.jsonl, exports
+    "mode": "train_and_eval",  # or "evaluate" / "export": act on an existing output_dir
+    # --- TPU. Off by default: the same TPUEstimator then runs on CPU/GPU. ---
+    "use_tpu": False,
+    "tpu": None,               # TPU name or grpc:// address; unset = the resolver's default
+    "tpu_zone": None,          # GCE zone of the TPU; unset = detected on GCE
+    "gcp_project": None,       # project of the TPU; unset = detected on GCE
+    "num_cores": 8,            # a v2-8/v3-8 has 8 cores; every batch is split across them
+    "iterations_per_loop": 100,  # TPU steps per session.run: fewer host round trips
+    "use_host_call": True,     # TPU summaries go through host_call (costs an outfeed per step)
+    # --- Model. ---
+    "model": "small_cnn",      # trainer/nets: small_cnn (flowers sample) or resnet
+    "cnn_filters": [32, 64],   # small_cnn: filters of each conv/pool block; 2 blocks fit 32px digits
+    "dense_units": 128,        # small_cnn: width of the hidden dense layer
+    "dropout_rate": 0.3,       # small_cnn: dropout before the classifier (1,400 images overfit fast)
+    "resnet_depth": 20,        # resnet: 6n+2 layers (CIFAR ResNet v2); 20 = 3 blocks per stage
+    "resnet_width": 16,        # resnet: filters of the first stage (doubled at each later stage)
+    "use_bfloat16": False,     # TPU: bfloat16 activations (mixed precision); slow on CPU
+    # --- Input (read by trainer/input.py; its docstring says how). ---
+    "image_size": 32,          # the demo digits are 32x32; use 224 for photos like flowers
+    "transpose_input": False,  # TPU: batch-last infeed is faster; a needless copy on CPU
+    "cache_dataset": True,     # the demo set is a few MB; turn off for data that does not fit RAM
+    "random_flip": False,      # off: a mirrored digit is a different glyph; on for photos
+    "min_crop_area": 0.85,     # light crop augmentation; the reference ResNet uses 0.08 for photos
+    "shuffle_buffer": 2048,    # larger than the demo train split, so it shuffles it fully
+    # --- Optimisation. ---
+    "train_batch_size": 64,    # global batch; TPU users raise it (1024 on a v3-8)
+    "eval_batch_size": 100,    # global; eval is padded to whole batches with zero-weight rows
+    "predict_batch_size": 8,   # global; TPUEstimator.predict needs one
+    "train_steps": 1500,       # ~70 epochs of the 1,437-image demo split
+    "steps_per_eval": 500,     # train this many steps between evaluations
+    "optimizer": "adam",       # "momentum" (the reference ResNet's choice) or "adam"
+    "learning_rate": 0.01,     # at learning_rate_batch_size; scaled linearly with the batch
+    "learning_rate_batch_size": 256,  # Goyal et al.: lr = learning_rate * batch / 256
+    "warmup_steps": 100,       # linear warmup: large scaled rates diverge in the first steps
+    "momentum": 0.9,           # momentum optimizer only
+    "weight_decay": 1e-4,      # L2 on kernels (the reference ResNet's value)
+    "top_k": 5,                # eval reports top-k accuracy for k = min(top_k, num_classes - 1)
+    # --- Checkpoints, logging, export. ---
+    "save_checkpoints_steps": 250,  # a kill loses at most this many steps
+    "keep_checkpoint_max": 3,       # older checkpoints are deleted
+    "save_summary_steps": 100,      # TensorBoard summary interval (CPU/GPU)
+    "log_step_count_steps": 100,    # steps/sec and examples/sec are logged this often
+    "serving_model_name": "image_classifier",  # OUT/export/<serving_model_name>/<version>/
+    "num_warmup_images": 4,         # eval JPEGs written as TF Serving warmup requests
+}
+
+# Read from the dataset's labels.txt / metadata.json; never set by the user.
+DATASET_KEYS = ("num_classes", "labels", "num_train_examples", "num_eval_examples")
+MODES = ("train_and_eval", "evaluate", "export")
+OPTIMIZERS = ("momentum", "adam")
+# Owned by TPUEstimator: it adds them to params itself.
+TPU_ESTIMATOR_KEYS = ("batch_size", "context", "use_tpu")
+
+
+class ConfigError(ValueError):
+    """A setting is unknown, has the wrong type or an invalid value."""
+
+
+def read_config_file(path):
+    """The hyperparameters in a YAML file (a mapping of params keys)."""
+    with tf.io.gfile.GFile(path) as f:
+        values = yaml.safe_load(f) or {}
+    if not isinstance(values, dict):
+        raise ConfigError(f"--config {path}: expected a mapping of settings, got {type(values).__name__}")
+    return values
+
+
+def read_saved_params(output_dir):
+    """OUT/params.json of an earlier run without its dataset keys ({} if there is none)."""
+    if not output_dir:
+        return {}
+    path = os.path.join(output_dir, PARAMS_FILE)
+    if not tf.io.gfile.exists(path):
+        return {}
+    with tf.io.gfile.GFile(path) as f:
+        return json.load(f)
+
+
+def write_params(params):
+    """Writes OUT/params.json (sorted keys, so runs diff cleanly); returns its path."""
+    tf.io.gfile.makedirs(params["output_dir"])
+    path = os.path.join(params["output_dir"], PARAMS_FILE)
+    with tf.io.gfile.GFile(path, "w") as f:
+        f.write(json.dumps(params, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def coerce(key, value):
+    """value converted to the type of DEFAULTS[key]; ConfigError naming key and value."""
+    default = DEFAULTS[key]
+    try:
+        if value is None or default is None:
+            return None if value is None else str(value)
+        if isinstance(default, bool):
+            if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
+                return value.lower() in ("true", "1")
+            if not isinstance(value, bool):
+                raise TypeError
+            return value
+        if isinstance(default, list):
+            items = value.split(",") if isinstance(value, str) else list(value)
+            return [type(default[0])(item) for item in items]
+        if isinstance(default, int) and isinstance(value, float) and not value.is_integer():
+            raise TypeError
+        return type(default)(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key}={value!r} is not a {type(default).__name__}") from None
+
+
+def merge(params, overrides, source):
+    """params updated with overrides; unknown keys are rejected by name."""
+    unknown = sorted(set(overrides) - set(DEFAULTS) - set(DATASET_KEYS))
+    if unknown:
+        raise ConfigError(f"{source}: unknown setting(s) {unknown}; see trainer/config.py")
+    merged = dict(params)
+    for key, value in overrides.items():
+        if key not in DATASET_KEYS:
+            merged[key] = coerce(key, value)
+        elif source.endswith(PARAMS_FILE):
+            merged[key] = value  # a saved run's dataset values, for export without data
+        else:
+            raise ConfigError(f"{source}: {key} is read from the dataset, not set")
+    return merged
+
+
+def split_of(file_pattern, dataset_metadata):
+    """The metadata.json split a glob like 'DIR/train-*' reads (its basename's prefix)."""
+    basename = os.path.basename(file_pattern)
+    for split in sorted(dataset_metadata["splits"], key=len, reverse=True):
+        if basename.startswith(split):
+            return split
+    raise ConfigError(f"file pattern {file_pattern!r} names no split of metadata.json "
+                      f"{sorted(dataset_metadata['splits'])}; expected e.g. DIR/<split>-*")
+
+
+def read_dataset_info(file_pattern):
+    """(labels, metadata) from labels.txt and metadata.json beside file_pattern."""
+    directory = metadata.dataset_dir_of(file_pattern)
+    paths = [os.path.join(directory, name) for name in (metadata.LABELS_FILE, metadata.METADATA_FILE)]
+    for path in paths:
+        if not tf.io.gfile.exists(path):
+            raise ConfigError(f"{path} not found: the data glob {file_pattern!r} must sit beside "
+                              f"{metadata.LABELS_FILE} and {metadata.METADATA_FILE}")
+    with tf.io.gfile.GFile(paths[0]) as f:
+        labels = metadata.parse_labels(f.read(), paths[0])
+    with tf.io.gfile.GFile(paths[1]) as f:
+        dataset_metadata = metadata.parse_metadata(f.read(), paths[1])
+    if list(dataset_metadata["labels"]) != labels:
+        raise ConfigError(f"{paths[0]} and {paths[1]} list different labels")
+    return labels, dataset_metadata
+
+
+def check_glob(key, file_pattern):
+    if not file_pattern:
+        raise ConfigError(f"{key} is required (a glob such as DIR/train-*)")
+    if not tf.io.gfile.glob(file_pattern):
+        raise ConfigError(f"{key}={file_pattern!r} matches no files")
+
+
+def add_dataset_info(params):
+    """params plus labels, num_classes and split sizes read from the data directories."""
+    params = dict(params)
+    needs_train = params["mode"] == "train_and_eval"
+    needs_eval = params["mode"] in ("train_and_eval", "evaluate")
+    if needs_train:
+        check_glob("train_data_path", params["train_data_path"])
+    if needs_eval:
+        check_glob("eval_data_path", params["eval_data_path"])
+    patterns = {"num_train_examples": params["train_data_path"] if needs_train else None,
+                "num_eval_examples": params["eval_data_path"] if needs_eval else None}
+    for key, pattern in patterns.items():
+        if not pattern:
+            continue
+        labels, dataset_metadata = read_dataset_info(pattern)
+        if key == "num_eval_examples" and needs_train and labels != params["labels"]:
+            raise ConfigError(f"eval_data_path={pattern!r} has other labels than "
+                              f"train_data_path={params['train_data_path']!r}")
+        params.update(labels=labels, num_classes=len(labels))
+        params[key] = metadata.split_size(dataset_metadata, split_of(pattern, dataset_metadata))
+    if not params.get("labels"):
+        raise ConfigError(f"mode={params['mode']!r} needs the labels: pass --eval_data_path, "
+                          f"or use an output_dir holding the {PARAMS_FILE} of a training run")
+    return params
+
+
+def validate(params):
+    """Raises ConfigError naming the first bad value; returns params unchanged."""
+    if not params["output_dir"]:
+        raise ConfigError("output_dir is required (--output_dir or --job-dir)")
+    if params["mode"] not in MODES:
+        raise ConfigError(f"mode={params['mode']!r} is not one of {list(MODES)}")
+    from trainer import nets  # imported here: nets imports this module for its defaults
+    if params["model"] not in nets.NETWORKS:
+        raise ConfigError(f"model={params['model']!r} is not one of {sorted(nets.NETWORKS)}")
+    if params["optimizer"] not in OPTIMIZERS:
+        raise ConfigError(f"optimizer={params['optimizer']!r} is not one of {list(OPTIMIZERS)}")
+    for key in ("train_batch_size", "eval_batch_size", "predict_batch_size", "train_steps",
+                "steps_per_eval", "iterations_per_loop", "num_cores", "top_k",
+                "save_checkpoints_steps", "keep_checkpoint_max", "log_step_count_steps",
+                "save_summary_steps", "learning_rate_batch_size", "resnet_width", "dense_units"):
+        if params[key] < 1:
+            raise ConfigError(f"{key}={params[key]} must be >= 1")
+    for key in ("learning_rate", "weight_decay", "warmup_steps", "momentum", "num_warmup_images"):
+        if params[key] < 0:
+            raise ConfigError(f"{key}={params[key]} must be >= 0")
+    if not 0.0 <= params["dropout_rate"] < 1.0:
+        raise ConfigError(f"dropout_rate={params['dropout_rate']} must be in [0, 1)")
+    if params["image_size"] < 8:
+        raise ConfigError(f"image_size={params['image_size']} must be >= 8 pixels")
+    if (params["resnet_depth"] - 2) % 6 or params["resnet_depth"] < 8:
+        raise ConfigError(f"resnet_depth={params['resnet_depth']} must be 6n+2 with n >= 1 (8, 14, 20, ...)")
+    if params["use_tpu"]:
+        for key in ("train_batch_size", "eval_batch_size", "predict_batch_size"):
+            if params[key] % params["num_cores"]:
+                raise ConfigError(f"{key}={params[key]} must be divisible by "
+                                  f"num_cores={params['num_cores']} (each TPU core gets an equal share)")
+    return params
+
+
+def resolve(flag_values, config_file=None):
+    """Runs the chain; flag_values holds only the flags the user typed."""
+    params = dict(DEFAULTS)
+    output_dir = flag_values.get("output_dir")
+    if output_dir:
+        saved = read_saved_params(output_dir)
+        params = merge(params, saved, os.path.join(output_dir, PARAMS_FILE))
+    if config_file:
+        params = merge(params, read_config_file(config_file), f"--config {config_file}")
+    params = merge(params, flag_values, "flags")
+    validate(params)
+    return add_dataset_info(params)
+
+
+def estimator_params(params):
+    """params without the keys TPUEstimator sets itself."""
+    return {k: v for k, v in params.items() if k not in TPU_ESTIMATOR_KEYS}
+
+
+def eval_steps(params):
+    """Batches that cover the eval split once: ceil(N / global batch); padding fills the last."""
+    return math.ceil(params["num_eval_examples"] / params["eval_batch_size"])
+
+
+if __name__ == "__main__":
+    from trainer import task
+    print(json.dumps(task.parse_params(sys.argv[1:]), indent=2, sort_keys=True))

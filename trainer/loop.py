@@ -1,0 +1,162 @@
+"""The train/evaluate/export loop around one TPUEstimator, resumable at any point.
+
+Each round reads the global step from the latest checkpoint in output_dir,
+trains to min(step + steps_per_eval, train_steps), evaluates, exports when eval
+accuracy is the best so far, and appends the results to OUT/eval_results.jsonl
+(Estimator also writes them to TensorBoard under OUT/eval/). Killed at any
+point (kill -9 included), the same command resumes from the last checkpoint;
+run again after it finished, it trains nothing and exports nothing new.
+
+    .venv/bin/python -m trainer.task --train_data_path 'DIR/train-*' \\
+        --eval_data_path 'DIR/eval-*' --output_dir OUT
+"""
+import json
+import logging
+import os
+import time
+
+import tensorflow as tf
+
+from serving import export, signature
+from trainer import config, input as input_lib, model
+
+RESULTS_FILE = "eval_results.jsonl"
+ModeKeys = tf.estimator.ModeKeys
+
+
+def make_run_config(params):
+    """RunConfig; a TPU cluster resolver only when use_tpu (it needs a reachable TPU)."""
+    cluster = None
+    if params["use_tpu"]:
+        cluster = tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu=params["tpu"], zone=params["tpu_zone"], project=params["gcp_project"])
+    tpu_config = tf.compat.v1.estimator.tpu.TPUConfig(
+        iterations_per_loop=params["iterations_per_loop"],
+        num_shards=params["num_cores"] if params["use_tpu"] else None,
+        # One input_fn per host, one dataset per core: the reference's fastest infeed.
+        per_host_input_for_training=tf.compat.v1.estimator.tpu.InputPipelineConfig.PER_HOST_V2)
+    return tf.compat.v1.estimator.tpu.RunConfig(
+        cluster=cluster, model_dir=params["output_dir"],
+        save_checkpoints_steps=params["save_checkpoints_steps"],
+        keep_checkpoint_max=params["keep_checkpoint_max"],
+        save_summary_steps=params["save_summary_steps"],
+        log_step_count_steps=params["log_step_count_steps"],
+        tpu_config=tpu_config)
+
+
+def make_estimator(params):
+    """The TPUEstimator; with use_tpu off it runs the same model_fn on CPU/GPU."""
+    return tf.compat.v1.estimator.tpu.TPUEstimator(
+        model_fn=model.model_fn, config=make_run_config(params),
+        params=config.estimator_params(params), use_tpu=params["use_tpu"],
+        train_batch_size=params["train_batch_size"], eval_batch_size=params["eval_batch_size"],
+        predict_batch_size=params["predict_batch_size"],
+        export_to_tpu=False)  # a CPU-servable SavedModel: no TPU ops in the serving graph
+
+
+def latest_checkpoint(output_dir):
+    """(checkpoint path, global step) of the newest checkpoint; (None, 0) if none."""
+    path = tf.train.latest_checkpoint(output_dir)
+    if path is None:
+        return None, 0
+    return path, int(tf.train.load_variable(path, "global_step"))
+
+
+def read_eval_results(output_dir):
+    """The records of OUT/eval_results.jsonl, oldest first ([] if none)."""
+    path = os.path.join(output_dir, RESULTS_FILE)
+    if not tf.io.gfile.exists(path):
+        return []
+    with tf.io.gfile.GFile(path) as f:
+        # A kill mid-write can leave a torn last line; it is re-evaluated.
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    records = []
+    for line in lines:
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            logging.warning("Skipping a torn line of %s: %r", path, line[:80])
+    return records
+
+
+def append_eval_result(output_dir, record):
+    path = os.path.join(output_dir, RESULTS_FILE)
+    # GFile has no append mode on every file system: rewrite the whole (small) file.
+    lines = [json.dumps(r, sort_keys=True) for r in read_eval_results(output_dir) + [record]]
+    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+
+def evaluate(estimator, params, checkpoint_path):
+    """Eval metrics of one checkpoint as plain Python numbers."""
+    eval_input_fn = input_lib.make_input_fn(
+        params["eval_data_path"], ModeKeys.EVAL, num_examples=params["num_eval_examples"])
+    results = estimator.evaluate(eval_input_fn, steps=config.eval_steps(params),
+                                 checkpoint_path=checkpoint_path)
+    return {key: value.item() if hasattr(value, "item") else value for key, value in results.items()}
+
+
+def evaluate_and_record(estimator, params):
+    """Evaluates the latest checkpoint, exports it if its accuracy is the best, records both."""
+    checkpoint_path, step = latest_checkpoint(params["output_dir"])
+    if checkpoint_path is None:
+        raise FileNotFoundError(f"output_dir={params['output_dir']!r} has no checkpoint to evaluate")
+    start = time.time()
+    record = evaluate(estimator, params, checkpoint_path)
+    record.update(global_step=step, eval_seconds=round(time.time() - start, 2))
+    earlier = [r["accuracy"] for r in read_eval_results(params["output_dir"])]
+    if not earlier or record["accuracy"] > max(earlier):
+        best_base = os.path.join(params["output_dir"], signature.BEST_EXPORT_SUBDIR)
+        record["best_export"] = export.export_model(estimator, params, checkpoint_path, step, best_base)
+        remove_other_versions(os.path.dirname(record["best_export"]), keep=str(step))
+    append_eval_result(params["output_dir"], record)
+    logging.info("Eval at step %d: %s", step, json.dumps(record, sort_keys=True))
+    return record
+
+
+def remove_other_versions(model_base, keep):
+    """Deletes every version directory under model_base except keep (TF Serving serves the highest)."""
+    for name in tf.io.gfile.listdir(model_base):
+        name = name.rstrip("/")
+        if name.isdigit() and name != keep:
+            tf.io.gfile.rmtree(os.path.join(model_base, name))
+
+
+def export_latest(estimator, params):
+    """Exports the latest checkpoint to OUT/export/<serving_model_name>/<step>/."""
+    checkpoint_path, step = latest_checkpoint(params["output_dir"])
+    if checkpoint_path is None:
+        raise FileNotFoundError(f"output_dir={params['output_dir']!r} has no checkpoint to export")
+    export_base = os.path.join(params["output_dir"], signature.EXPORT_SUBDIR)
+    return export.export_model(estimator, params, checkpoint_path, step, export_base)
+
+
+def train_and_evaluate(params):
+    """Trains to train_steps with an evaluation every steps_per_eval; returns the export path."""
+    estimator = make_estimator(params)
+    train_input_fn = input_lib.make_input_fn(params["train_data_path"], ModeKeys.TRAIN)
+    _, step = latest_checkpoint(params["output_dir"])
+    if step:
+        logging.info("Resuming from step %d of %d", step, params["train_steps"])
+    while step < params["train_steps"]:
+        target = min(step + params["steps_per_eval"], params["train_steps"])
+        estimator.train(train_input_fn, max_steps=target)
+        _, step = latest_checkpoint(params["output_dir"])
+        evaluate_and_record(estimator, params)
+    evaluated = {r["global_step"] for r in read_eval_results(params["output_dir"])}
+    if step not in evaluated:  # killed between the last train and its eval
+        evaluate_and_record(estimator, params)
+    return export_latest(estimator, params)
+
+
+def run(params):
+    """Runs params["mode"] after writing OUT/params.json; returns what the mode produced."""
+    logging.info("Resolved params:\n%s", json.dumps(params, indent=2, sort_keys=True))
+    config.write_params(params)
+    if params["mode"] == "train_and_eval":
+        return train_and_evaluate(params)
+    estimator = make_estimator(params)
+    if params["mode"] == "evaluate":
+        return evaluate_and_record(estimator, params)
+    return export_latest(estimator, params)

@@ -1,0 +1,177 @@
+"""model_fn for TPUEstimator: one function per mode, the same code on TPU and CPU/GPU.
+
+params (trainer/config.py) chooses the network (trainer/nets) and the
+optimisation; TPUEstimator adds use_tpu, batch_size and context. Eval metrics are
+weighted by features["weight"], so the zero-weight rows that pad eval to whole
+batches (trainer/input.py) count for nothing.
+
+    .venv/bin/python -m pytest tests/trainer/test_model.py
+"""
+import math
+
+import tensorflow as tf
+
+from serving import signature
+from trainer import nets
+
+ModeKeys = tf.estimator.ModeKeys
+TPUEstimatorSpec = tf.compat.v1.estimator.tpu.TPUEstimatorSpec
+
+
+def model_fn(features, labels, mode, params):
+    """Returns the TPUEstimatorSpec for mode (TRAIN, EVAL or PREDICT)."""
+    images = untranspose_images(features["image"], params)
+    network = nets.build_network(
+        params["model"], params["num_classes"], params["image_size"],
+        use_bfloat16=params["use_bfloat16"], **nets.network_options(params["model"], params))
+    logits = network(images, training=mode == ModeKeys.TRAIN)  # [B, C] float32
+    if mode == ModeKeys.PREDICT:
+        return make_predict_spec(logits, features, params)
+    weights = features["weight"]  # [B] float32: 0.0 for eval padding rows
+    loss = compute_loss(labels, logits, weights, network, params)
+    if mode == ModeKeys.EVAL:
+        metric_fn = make_metric_fn(params["num_classes"], params["top_k"])
+        return TPUEstimatorSpec(mode, loss=loss, eval_metrics=(metric_fn, [labels, logits, weights]))
+    return make_train_spec(loss, network, images, params)
+
+
+def untranspose_images(images, params):
+    """[B, S, S, 3] images; input_fn sends them batch-last [S, S, 3, B] when transpose_input."""
+    if params["transpose_input"]:
+        images = tf.transpose(images, [3, 0, 1, 2])
+    return images
+
+
+def compute_loss(labels, logits, weights, network, params):
+    """Weighted mean cross entropy over real rows plus L2 weight decay on kernels.
+
+    SUM_BY_NONZERO_WEIGHTS divides by the number of real rows, not the batch
+    size, so a padded eval batch is not diluted by its padding.
+    """
+    cross_entropy = tf.compat.v1.losses.sparse_softmax_cross_entropy(
+        labels=labels, logits=logits, weights=weights,
+        reduction=tf.compat.v1.losses.Reduction.SUM_BY_NONZERO_WEIGHTS)
+    kernels = [v for v in network.trainable_variables if "kernel" in v.name]
+    l2 = tf.add_n([tf.nn.l2_loss(v) for v in kernels])
+    return cross_entropy + params["weight_decay"] * l2
+
+
+def effective_top_k(num_classes, top_k):
+    """k for the top-k metric: below the class count (top-C accuracy is always 1), or None."""
+    k = min(top_k, num_classes - 1)
+    return k if k >= 2 else None
+
+
+def make_metric_fn(num_classes, top_k):
+    """metric_fn(labels, logits, weights) -> {name: (value, update_op)}; runs on the host on TPU."""
+    k = effective_top_k(num_classes, top_k)
+
+    def metric_fn(labels, logits, weights):
+        predictions = tf.argmax(logits, axis=1, output_type=tf.int32)
+        per_example_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+        metrics = {
+            "accuracy": tf.compat.v1.metrics.accuracy(labels, predictions, weights=weights),
+            "mean_per_class_accuracy": tf.compat.v1.metrics.mean_per_class_accuracy(
+                labels, predictions, num_classes, weights=weights),
+            # Estimator's own "loss" averages per-batch losses, so a padded last
+            # batch counts as much as a full one; this one weights every example.
+            "cross_entropy": tf.compat.v1.metrics.mean(per_example_loss, weights=weights),
+        }
+        if k:
+            in_top_k = tf.cast(tf.math.in_top_k(labels, logits, k), tf.float32)
+            metrics[f"top_{k}_accuracy"] = tf.compat.v1.metrics.mean(in_top_k, weights=weights)
+        return metrics
+    return metric_fn
+
+
+def learning_rate_schedule(global_step, params):
+    """Linear warmup to the batch-scaled rate, then cosine decay to 0 at train_steps.
+
+    The scaled rate is learning_rate * train_batch_size / learning_rate_batch_size
+    (Goyal et al. 2017, the rule the TPU references follow).
+    """
+    peak = params["learning_rate"] * params["train_batch_size"] / params["learning_rate_batch_size"]
+    step = tf.cast(global_step, tf.float32)
+    warmup = float(params["warmup_steps"])
+    decay_steps = float(max(params["train_steps"] - params["warmup_steps"], 1))
+    progress = tf.clip_by_value((step - warmup) / decay_steps, 0.0, 1.0)
+    decayed = peak * 0.5 * (1.0 + tf.cos(math.pi * progress))
+    if params["warmup_steps"] == 0:
+        return decayed
+    return tf.where(step < warmup, peak * step / warmup, decayed)
+
+
+def make_optimizer(learning_rate, params):
+    """The v1 optimizer; CrossShardOptimizer averages gradients across TPU cores."""
+    if params["optimizer"] == "momentum":
+        optimizer = tf.compat.v1.train.MomentumOptimizer(
+            learning_rate, params["momentum"], use_nesterov=True)
+    else:
+        optimizer = tf.compat.v1.train.AdamOptimizer(learning_rate)
+    if params["use_tpu"]:
+        optimizer = tf.compat.v1.tpu.CrossShardOptimizer(optimizer)
+    return optimizer
+
+
+def make_train_spec(loss, network, images, params):
+    """The TRAIN spec: one optimizer step that also updates batch-norm statistics."""
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    learning_rate = learning_rate_schedule(global_step, params)
+    optimizer = make_optimizer(learning_rate, params)
+    # Keras layers in graph mode keep their moving-average updates on the model,
+    # not in tf.GraphKeys.UPDATE_OPS: without this, eval would use untrained BN stats.
+    with tf.control_dependencies(network.get_updates_for(images)):
+        train_op = optimizer.minimize(loss, global_step, var_list=network.trainable_variables)
+    host_call = None
+    if params["use_tpu"] and params["use_host_call"]:
+        host_call = make_host_call(global_step, loss, learning_rate, params)
+    elif not params["use_tpu"]:
+        tf.compat.v1.summary.scalar("learning_rate", learning_rate)
+    return TPUEstimatorSpec(ModeKeys.TRAIN, loss=loss, train_op=train_op, host_call=host_call)
+
+
+def make_host_call(global_step, loss, learning_rate, params):
+    """(host_call_fn, tensors): TensorBoard summaries written on the TPU host.
+
+    Summary ops cannot run on the TPU; host_call ships these tensors out each
+    step. Each is reshaped to [1] because host_call concatenates along dim 0.
+    """
+    summary_dir = params["output_dir"]
+    max_queue = params["iterations_per_loop"]
+
+    def host_call_fn(global_step, loss, learning_rate):
+        step = global_step[0]
+        writer = tf.compat.v2.summary.create_file_writer(summary_dir, max_queue=max_queue)
+        with writer.as_default(), tf.compat.v2.summary.record_if(True):
+            tf.compat.v2.summary.scalar("loss", loss[0], step=step)
+            tf.compat.v2.summary.scalar("learning_rate", learning_rate[0], step=step)
+            return tf.compat.v1.summary.all_v2_summary_ops()
+
+    tensors = [tf.reshape(global_step, [1]), tf.reshape(loss, [1]), tf.reshape(learning_rate, [1])]
+    return host_call_fn, tensors
+
+
+def make_predict_spec(logits, features, params):
+    """Probabilities, class ids and (off TPU) class names; export_outputs for serving."""
+    predictions = {
+        signature.OUTPUT_PROBABILITIES: tf.nn.softmax(logits),      # [B, C] float32
+        signature.OUTPUT_CLASS_IDS: tf.argmax(logits, axis=1),      # [B] int64
+    }
+    if params["use_tpu"]:  # strings cannot live on the TPU; the host maps ids to names
+        return TPUEstimatorSpec(ModeKeys.PREDICT, predictions=predictions)
+    labels = tf.constant(params["labels"], tf.string, name="label_names")
+    predictions[signature.OUTPUT_CLASSES] = tf.gather(labels, predictions[signature.OUTPUT_CLASS_IDS])
+    if signature.INPUT_KEY in features:
+        predictions[signature.OUTPUT_KEY] = features[signature.INPUT_KEY]
+    return TPUEstimatorSpec(ModeKeys.PREDICT, predictions=predictions,
+                            export_outputs=make_export_outputs(predictions))
+
+
+def make_export_outputs(predictions):
+    """One PredictOutput per contract signature; serving/export.py picks the inputs of each."""
+    unkeyed = {k: v for k, v in predictions.items() if k != signature.OUTPUT_KEY}
+    outputs = {signature.SIGNATURE_DEFAULT: tf.estimator.export.PredictOutput(unkeyed),
+               signature.SIGNATURE_PREDICT: tf.estimator.export.PredictOutput(unkeyed)}
+    if signature.OUTPUT_KEY in predictions:
+        outputs[signature.SIGNATURE_KEYED] = tf.estimator.export.PredictOutput(predictions)
+    return outputs
