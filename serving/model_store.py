@@ -14,6 +14,7 @@ import threading
 
 import numpy as np
 import tensorflow as tf
+from google.protobuf.message import DecodeError
 from tensorflow.core.protobuf import saved_model_pb2
 
 from serving import errors, predict_protos, signature, warmup
@@ -162,7 +163,7 @@ class ModelStore:
         try:
             served = ServedVersion(self.model_name, version, path)
             count = warm_up(served) if self.enable_warmup else 0
-        except (OSError, ValueError, tf.errors.OpError, errors.ServingError) as e:
+        except (OSError, ValueError, DecodeError, tf.errors.OpError, errors.ServingError) as e:
             logging.error("model %s version %d at %s failed to load: %s",
                           self.model_name, version, path, e)
             self._failed.add(version)
@@ -187,7 +188,11 @@ class ModelStore:
         """Re-scans the base path every poll_seconds in a daemon thread until stop()."""
         def poll():
             while not self._stop.wait(poll_seconds):
-                self.refresh()
+                try:
+                    self.refresh()
+                except Exception:  # the poller's boundary: log, keep serving the loaded version
+                    logging.exception("model %s: scanning %s failed", self.model_name,
+                                      self.model_base_path)
         self._poller = threading.Thread(target=poll, name="model-poller", daemon=True)
         self._poller.start()
 

@@ -102,3 +102,9 @@ def standin(tiny_export_base):
                                   rest_api_port=0, port=0, poll_seconds=0.2)
     yield running
     running.stop()
+
+
+@pytest.fixture(scope="session")
+def save_tiny_model():
+    """save_tiny_model(export_dir, seed=0, warmup_jpegs=()) writes the fixture SavedModel."""
+    return save_tiny_classifier
