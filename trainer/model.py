@@ -21,9 +21,12 @@ TPUEstimatorSpec = tf.compat.v1.estimator.tpu.TPUEstimatorSpec
 def model_fn(features, labels, mode, params):
     """Returns the TPUEstimatorSpec for mode (TRAIN, EVAL or PREDICT)."""
     images = untranspose_images(features["image"], params)
-    network = nets.build_network(
-        params["model"], params["num_classes"], params["image_size"],
-        use_bfloat16=params["use_bfloat16"], **nets.network_options(params["model"], params))
+    # Built outside the TPU/XLA computation: the functional model's symbolic Input
+    # is a Placeholder, which XLA cannot compile (xla_check found this).
+    with tf.init_scope():
+        network = nets.build_network(
+            params["model"], params["num_classes"], params["image_size"],
+            use_bfloat16=params["use_bfloat16"], **nets.network_options(params["model"], params))
     logits = network(images, training=mode == ModeKeys.TRAIN)  # [B, C] float32
     if mode == ModeKeys.PREDICT:
         return make_predict_spec(logits, features, params)
