@@ -1,0 +1,113 @@
+"""Each composite PTransform on its own, with TestPipeline, beam.Create and assert_that."""
+import json
+
+import apache_beam as beam
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from preprocess import transforms
+from preprocess.sources import Row
+from tests.conftest import encode_image, pattern_image
+
+
+def in_process_pipeline():
+    return BeamTestPipeline(runner="FnApiRunner")
+
+
+def test_read_csv_rows_parses_counts_and_dead_letters(tmp_path):
+    csv = tmp_path / "t.csv"
+    csv.write_text("a.jpg,cat\n\n/abs/b.jpg,dog\nbroken\n")
+    with in_process_pipeline() as p:
+        out = p | transforms.ReadCsvRows([("train", str(csv))])
+        assert_that(out["rows"], equal_to([
+            Row(f"{tmp_path}/a.jpg", "cat", "train", "t.csv:1"),
+            Row("/abs/b.jpg", "dog", "train", "t.csv:3")]), label="rows")
+        reasons = out[transforms.ERRORS] | beam.Map(lambda e: (e["reason"], e["origin"]))
+        assert_that(reasons, equal_to([("malformed_csv_line", "t.csv:4")]), label="errors")
+        count = out["lines"] | beam.combiners.Count.Globally()
+        assert_that(count, equal_to([3]), label="lines")  # the blank line is not a row
+
+
+def test_read_folder_rows_labels_from_folders(tmp_path):
+    for label, name in [("cat", "1.jpg"), ("cat", "2.jpg"), ("dog", "3.png")]:
+        (tmp_path / label).mkdir(exist_ok=True)
+        (tmp_path / label / name).write_bytes(b"x")
+    with in_process_pipeline() as p:
+        rows = p | transforms.ReadFolderRows(str(tmp_path), eval_fraction=0.0)
+        labels = rows["rows"] | beam.Map(lambda r: (r.label, r.split, r.source.rsplit("/", 1)[1]))
+        assert_that(labels, equal_to([("cat", "train", "1.jpg"), ("cat", "train", "2.jpg"),
+                                      ("dog", "train", "3.png")]))
+
+
+def test_derive_labels_is_sorted_and_distinct():
+    rows = [Row(f"{i}.jpg", label, "train", "x") for i, label in enumerate("bcabca")]
+    with in_process_pipeline() as p:
+        labels = p | beam.Create(rows) | transforms.DeriveLabels()
+        assert_that(labels, equal_to([["a", "b", "c"]]))
+
+
+def test_process_images_splits_records_from_dead_letters(tmp_path):
+    good = tmp_path / "good.jpg"
+    good.write_bytes(encode_image(pattern_image(10, 12, 1)))
+    (tmp_path / "bad.jpg").write_bytes(b"nope")
+    rows = [Row(str(good), "dog", "train", "c:1"),
+            Row(str(tmp_path / "bad.jpg"), "dog", "train", "c:2"),
+            Row(str(good), "eel", "eval", "c:3"),
+            Row(str(tmp_path / "gone.jpg"), "cat", "eval", "c:4")]
+    with in_process_pipeline() as p:
+        labels = p | "Labels" >> beam.Create([["cat", "dog"]])
+        out = p | beam.Create(rows) | transforms.ProcessImages(labels, 10**6, 0, 95)
+        records = out["records"] | beam.Map(lambda r: (r.split, r.label, r.conversions))
+        assert_that(records, equal_to([("train", 1, ())]), label="records")
+        reasons = out[transforms.ERRORS] | beam.Map(lambda e: (e["origin"], e["reason"]))
+        assert_that(reasons, equal_to([("c:2", "not_an_image"), ("c:3", "unknown_label"),
+                                       ("c:4", "missing_file")]), label="errors")
+
+
+@pytest.mark.parametrize("num_shards", [None, 3])
+def test_write_shards_writes_every_record_once(tmp_path, num_shards):
+    records = [transforms.Record("train", i % 2, f"{i}.jpg", b"example%d" % i, ())
+               for i in range(20)]
+    with in_process_pipeline() as p:
+        labels = p | "Labels" >> beam.Create([["a", "b"]])
+        stats = (p | beam.Create(records)
+                 | transforms.WriteShards(str(tmp_path), labels, num_shards))
+        totals = (stats | beam.Map(lambda s: (s["split"], s["records"], s["per_label"]))
+                  | beam.combiners.ToList() | beam.Map(combine_totals))
+        assert_that(totals, equal_to([(20, {"a": 10, "b": 10})]))
+    expected = 3 if num_shards else 1
+    assert len(list(tmp_path.glob(f"train-*-of-{expected:05d}.tfrecord"))) == expected
+
+
+def combine_totals(items):
+    total, per_label = 0, {}
+    for _, count, labels in items:
+        total += count
+        for label, n in labels.items():
+            per_label[label] = per_label.get(label, 0) + n
+    return total, dict(sorted(per_label.items()))
+
+
+def test_write_dataset_files_counts_from_outputs_and_fills_empty_shards(tmp_path):
+    stats = [{"split": "train", "shard": 1, "num_shards": 2, "records": 5,
+              "per_label": {"a": 5}, "converted": {"mode_l": 2}}]
+    errors = [{"reason": "empty_file"}, {"reason": "empty_file"}, {"reason": "missing_file"}]
+    with in_process_pipeline() as p:
+        meta = {"labels": p | "L" >> beam.Create([["a", "b"]]),
+                "shard_stats": p | "S" >> beam.Create(stats),
+                "errors": p | "E" >> beam.Create(errors),
+                "lines": p | "R" >> beam.Create(range(8))} | transforms.WriteDatasetFiles(
+                    str(tmp_path), ["train", "eval"])
+        assert_that(meta | beam.Map(lambda m: (m["rows_read"], m["rejected_total"])),
+                    equal_to([(8, 3)]))
+    written = json.loads((tmp_path / "metadata.json").read_text())
+    assert written["splits"]["train"] == {"records": 5, "per_label": {"a": 5, "b": 0},
+                                          "shards": 2}
+    assert written["splits"]["eval"]["records"] == 0
+    assert written["rejected"] == {"empty_file": 2, "missing_file": 1}
+    assert written["converted"] == {"mode_l": 2}
+    assert (tmp_path / "labels.txt").read_text() == "a\nb\n"
+    # shard 0 of train and the only eval shard got no records: they exist, empty
+    assert (tmp_path / "train-00000-of-00002.tfrecord").stat().st_size == 0
+    assert (tmp_path / "eval-00000-of-00001.tfrecord").exists()
