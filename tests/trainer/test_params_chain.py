@@ -1,0 +1,92 @@
+"""The configuration chain: defaults -> saved params -> --config -> typed flags -> dataset -> validate.
+
+    .venv/bin/python -m pytest tests/trainer/test_params_chain.py
+"""
+import json
+import re
+
+import pytest
+
+from trainer import config, task
+
+
+def test_dataset_values_come_from_metadata_not_constants(tiny_params):
+    assert tiny_params["labels"] == ["cat", "dog", "fish"]
+    assert tiny_params["num_classes"] == 3
+    assert tiny_params["num_train_examples"] == 24
+    assert tiny_params["num_eval_examples"] == 11
+    assert config.eval_steps(tiny_params) == 2  # ceil(11 / 8): the last batch is padded
+
+
+def test_only_typed_flags_override_defaults(tiny_params):
+    assert tiny_params["train_batch_size"] == 8  # typed
+    assert tiny_params["cnn_filters"] == [4, 8]  # typed as "4,8"
+    assert tiny_params["learning_rate"] == config.DEFAULTS["learning_rate"]  # not typed
+    assert tiny_params["use_tpu"] is False
+
+
+def test_job_dir_is_output_dir(tiny_argv, tmp_path):
+    argv = [a for a in tiny_argv if not a.startswith("--output_dir")] + [f"--job-dir={tmp_path}/j"]
+    assert task.parse_params(argv)["output_dir"] == f"{tmp_path}/j"
+
+
+def test_config_file_sits_between_defaults_and_flags(tiny_argv, tmp_path):
+    path = tmp_path / "hparams.yaml"
+    path.write_text("learning_rate: 0.5\ntrain_batch_size: 16\n")
+    params = task.parse_params(tiny_argv + [f"--config={path}"])
+    assert params["learning_rate"] == 0.5          # from the file
+    assert params["train_batch_size"] == 8         # the typed flag wins
+
+
+def test_saved_params_are_the_base_of_a_rerun(tiny_argv, tiny_params):
+    config.write_params(dict(tiny_params, learning_rate=0.123))
+    saved = json.loads((config.tf.io.gfile.GFile(
+        f"{tiny_params['output_dir']}/{config.PARAMS_FILE}").read()))
+    assert saved["learning_rate"] == 0.123
+    assert task.parse_params(tiny_argv)["learning_rate"] == 0.123
+    assert task.parse_params(tiny_argv + ["--learning_rate=0.2"])["learning_rate"] == 0.2
+
+
+def test_export_mode_reads_labels_from_saved_params(tiny_params):
+    config.write_params(tiny_params)
+    params = task.parse_params([f"--output_dir={tiny_params['output_dir']}", "--mode=export"])
+    assert params["labels"] == ["cat", "dog", "fish"]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--train_data_path=/nonexistent/train-*"], "train_data_path='/nonexistent/train-*' matches no files"),
+    (["--model=vgg"], "model='vgg' is not one of"),
+    (["--use_tpu", "--num_cores=8", "--train_batch_size=12"],
+     "train_batch_size=12 must be divisible by num_cores=8"),
+    (["--train_steps=0"], "train_steps=0 must be >= 1"),
+    (["--resnet_depth=21"], "resnet_depth=21 must be 6n+2"),
+    (["--learning_rate=fast"], "learning_rate='fast' is not a float"),
+    (["--mode=serve"], "mode='serve' is not one of"),
+])
+def test_bad_settings_fail_naming_the_value(tiny_argv, extra, message):
+    with pytest.raises(config.ConfigError, match=re.escape(message)):
+        task.parse_params(tiny_argv + extra)
+
+
+def test_unknown_config_keys_are_rejected_by_name(tiny_argv, tmp_path):
+    path = tmp_path / "hparams.yaml"
+    path.write_text("learning_rate: 0.5\nlearnign_rate: 0.1\n")
+    with pytest.raises(config.ConfigError, match=r"unknown setting\(s\) \['learnign_rate'\]"):
+        task.parse_params(tiny_argv + [f"--config={path}"])
+
+
+def test_dataset_keys_cannot_be_set(tiny_argv, tmp_path):
+    path = tmp_path / "hparams.yaml"
+    path.write_text("num_classes: 5\n")
+    with pytest.raises(config.ConfigError, match="num_classes is read from the dataset"):
+        task.parse_params(tiny_argv + [f"--config={path}"])
+
+
+def test_tpu_owned_keys_never_reach_the_estimator(tiny_params):
+    params = config.estimator_params(tiny_params)
+    assert not set(params) & {"batch_size", "context", "use_tpu"}
+
+
+def test_main_exits_with_the_message_before_training(tiny_argv, capsys):
+    with pytest.raises(SystemExit, match="model='vgg' is not one of"):
+        task.main(tiny_argv + ["--model=vgg"])
