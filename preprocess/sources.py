@@ -10,6 +10,7 @@ import posixpath
 import sys
 
 from apache_beam.io.filesystems import FileSystems
+from google.api_core import exceptions as google_exceptions  # apache-beam[gcp]
 
 from preprocess.splits import split_of
 
@@ -83,22 +84,31 @@ def row_from_folder_file(path, root, eval_fraction):
 
 
 def read_image_bytes(uri):
-    """Returns the file's bytes; raises RowRejected(missing_file | unreadable_file)."""
+    """Returns the file's bytes; raises RowRejected(missing_file | unreadable_file).
+
+    Transient cloud errors (HTTP 429 and 5xx) are raised as they are, so that
+    the runner retries the work instead of dead-lettering a good image.
+    """
     try:
         with FileSystems.open(uri, mime_type="application/octet-stream",
                               compression_type="uncompressed") as f:
             return f.read()
     except FileNotFoundError as err:
         raise RowRejected(MISSING_FILE, str(err)) from err
-    except (OSError, IOError) as err:
+    except google_exceptions.NotFound as err:
+        raise RowRejected(MISSING_FILE, f"{uri}: {err.message}") from err
+    except google_exceptions.GoogleAPICallError as err:
+        if err.code is None or err.code >= 500 or err.code == 429:
+            raise
+        raise RowRejected(UNREADABLE_FILE, f"{uri}: HTTP {err.code} {err.message}") from err
+    except OSError as err:
         reason = MISSING_FILE if is_not_found(err) else UNREADABLE_FILE
         raise RowRejected(reason, f"{type(err).__name__}: {err}") from err
 
 
 def is_not_found(err):
-    """Beam wraps a missing file in BeamIOError/OSError on some file systems; look inside."""
-    text = str(err)
-    return "No such file" in text or "Not Found" in text or "404" in text
+    """Beam wraps a missing file in BeamIOError (an OSError) on some file systems."""
+    return "No such file" in str(err) or "Not Found" in str(err)
 
 
 def main(argv):
