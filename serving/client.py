@@ -15,7 +15,7 @@ import time
 
 from serving import signature
 from serving.classify import ImageResult, classify_files, read_labels
-from serving.transport import GrpcClient, RestClient, ServerError
+from serving.transport import RestClient, ServerError
 
 
 def build_parser():
@@ -39,6 +39,7 @@ def build_parser():
 def make_client(args):
     if args.server:
         return RestClient(args.server, args.model, args.timeout)
+    from serving.grpc_client import GrpcClient  # imports TensorFlow: only when asked for
     return GrpcClient(args.grpc, args.model, args.timeout)
 
 

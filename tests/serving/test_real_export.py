@@ -16,7 +16,8 @@ import numpy as np
 import tensorflow as tf
 
 from serving import server, signature
-from serving.transport import GrpcClient, RestClient
+from serving.grpc_client import GrpcClient
+from serving.transport import RestClient
 
 TOLERANCE = 1e-5  # the bound on probabilities across the four paths
 TINY_HPARAMS = "cnn_filters: [4]\ndense_units: 8\n"

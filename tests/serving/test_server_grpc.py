@@ -10,7 +10,8 @@ from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb
                                      prediction_service_pb2_grpc)
 
 from serving import predict_protos, signature
-from serving.transport import GrpcClient, ServerError
+from serving.grpc_client import GrpcClient
+from serving.transport import ServerError
 
 
 @pytest.fixture(scope="module")

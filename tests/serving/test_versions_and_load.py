@@ -8,7 +8,8 @@ import time
 import pytest
 
 from serving import model_store, server
-from serving.transport import GrpcClient, RestClient, ServerError
+from serving.grpc_client import GrpcClient
+from serving.transport import RestClient, ServerError
 
 LOAD_REQUESTS, LOAD_CLIENTS = 2000, 8  # the bound; loopback only
 

@@ -1,0 +1,107 @@
+"""Start TF Serving on an export directory: Docker, else tensorflow_model_server, else the stand-in.
+
+    .venv/bin/python -m serving.launch --model_base_path OUT/export/image_classifier
+    .venv/bin/python -m serving.launch --model_base_path OUT/export/image_classifier --dry_run
+
+Says which server it starts and why, then replaces itself with that server
+(so its pid is the server's: stop it with SIGTERM or Ctrl-C). REST on 8501 and
+gRPC on 8500 bound to 127.0.0.1 unless --host says otherwise. With --server
+you force one choice.
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+
+from serving import signature
+
+DOCKER_IMAGE = "tensorflow/serving:2.15.1"  # the TF version the trainer exports with
+SERVERS = ("auto", "docker", "tensorflow_model_server", "standin")
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="python -m serving.launch",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model_base_path", required=True, help="OUT/export/<model_name>")
+    parser.add_argument("--model_name", default=None,
+                        help="default: the last directory of --model_base_path")
+    parser.add_argument("--rest_api_port", type=int, default=8501)
+    parser.add_argument("--port", type=int, default=8500, help="gRPC port")
+    parser.add_argument("--host", default="127.0.0.1", help="address the ports are bound to")
+    parser.add_argument("--server", choices=SERVERS, default="auto")
+    parser.add_argument("--docker_image", default=DOCKER_IMAGE)
+    parser.add_argument("--dry_run", action="store_true", help="print the command, do not run it")
+    return parser
+
+
+def is_docker_usable():
+    """True when a docker CLI is on PATH and its engine answers (`docker info`)."""
+    if not shutil.which("docker"):
+        return False
+    try:
+        return subprocess.run(["docker", "info"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def choose_server(requested):
+    """(server, reason): the requested one, or the first usable of docker, binary, stand-in."""
+    if requested != "auto":
+        return requested, "chosen with --server"
+    if is_docker_usable():
+        return "docker", "the Docker engine answers"
+    if shutil.which("tensorflow_model_server"):
+        return "tensorflow_model_server", "it is on PATH"
+    return "standin", ("no Docker engine and no tensorflow_model_server on PATH; this is the "
+                       "development stand-in, not TF Serving")
+
+
+def docker_command(args, base_path, model_name):
+    return ["docker", "run", "--rm", "--init",
+            "-p", f"{args.host}:{args.rest_api_port}:8501", "-p", f"{args.host}:{args.port}:8500",
+            "--mount", f"type=bind,source={base_path},target=/models/{model_name},readonly",
+            "-e", f"MODEL_NAME={model_name}", args.docker_image]
+
+
+def binary_command(args, base_path, model_name):
+    return ["tensorflow_model_server", f"--port={args.port}", f"--rest_api_port={args.rest_api_port}",
+            f"--model_name={model_name}", f"--model_base_path={base_path}"]
+
+
+def standin_command(args, base_path, model_name):
+    return [sys.executable, "-m", "serving.server", f"--port={args.port}",
+            f"--rest_api_port={args.rest_api_port}", f"--model_name={model_name}",
+            f"--model_base_path={base_path}", f"--host={args.host}"]
+
+
+COMMANDS = {"docker": docker_command, "tensorflow_model_server": binary_command,
+            "standin": standin_command}
+
+
+def build_command(args):
+    """(server, reason, argv) for the parsed launcher flags."""
+    base_path = os.path.abspath(args.model_base_path)  # TF Serving and Docker need absolute paths
+    model_name = args.model_name or os.path.basename(base_path.rstrip("/")) or signature.DEFAULT_MODEL_NAME
+    server, reason = choose_server(args.server)
+    return server, reason, COMMANDS[server](args, base_path, model_name)
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if not os.path.isdir(args.model_base_path):
+        raise SystemExit(f"serving.launch: --model_base_path={args.model_base_path!r} is not a directory")
+    server, reason, command = build_command(args)
+    print(f"serving.launch: starting {server} ({reason}): {' '.join(command)}", flush=True)
+    if server == "tensorflow_model_server" and args.host != "0.0.0.0":
+        print("serving.launch: note: tensorflow_model_server has no bind-address flag and listens "
+              f"on all interfaces, not only {args.host}; use Docker or a firewall to restrict it",
+              flush=True)
+    if args.dry_run:
+        return 0
+    os.execvp(command[0], command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
