@@ -42,6 +42,12 @@ class RestHandler(http.server.BaseHTTPRequestHandler):
     server_version = "tf-serving-standin"
     timeout = SOCKET_TIMEOUT_SECONDS
 
+    def setup(self):
+        super().setup()
+        # Headers and body go out in two writes; without NODELAY, Nagle's algorithm holds
+        # the body until the client's delayed ACK (~40 ms per request on Linux).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def do_GET(self):
         self.respond_to("GET")
 

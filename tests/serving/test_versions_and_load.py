@@ -2,12 +2,11 @@
 
     .venv/bin/python -m pytest tests/serving/test_versions_and_load.py
 """
-import concurrent.futures
 import time
 
 import pytest
 
-from serving import model_store, server
+from serving import loadgen, model_store, server
 from serving.grpc_client import GrpcClient
 from serving.transport import RestClient, ServerError
 
@@ -63,23 +62,6 @@ def test_warmup_requests_are_replayed_on_load(tiny_export_base):
     assert model_store.warm_up(served) == 3  # two single images and their batch
 
 
-def send_load(make_client, jpegs, requests, clients):
-    """Sends `requests` predicts from `clients` threads; returns the list of errors."""
-    def worker(worker_id):
-        client, errors = make_client(), []
-        for i in range(worker_id, requests, clients):
-            try:
-                outputs = client.predict([jpegs[i % len(jpegs)]])
-                if outputs["probabilities"].shape != (1, 3):
-                    errors.append(f"request {i}: shape {outputs['probabilities'].shape}")
-            except ServerError as e:
-                errors.append(f"request {i}: {e}")
-        client.close()
-        return errors
-    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
-        return [e for errors in pool.map(worker, range(clients), timeout=120) for e in errors]
-
-
 @pytest.mark.parametrize("transport", ["rest", "grpc"])
 def test_bounded_load_completes_without_errors(standin, sample_jpegs, transport):
     requests = LOAD_REQUESTS if transport == "rest" else LOAD_REQUESTS // 4
@@ -87,4 +69,11 @@ def test_bounded_load_completes_without_errors(standin, sample_jpegs, transport)
         if transport == "rest":
             return RestClient(f"http://127.0.0.1:{standin.rest_port}", "image_classifier", 30)
         return GrpcClient(f"127.0.0.1:{standin.grpc_port}", "image_classifier", 30)
-    assert send_load(make_client, sample_jpegs, requests, LOAD_CLIENTS) == []
+    def check(outputs, batch):
+        shape = outputs["probabilities"].shape
+        return None if shape == (len(batch), 3) else f"probabilities shape {shape}"
+    result = loadgen.run_load(make_client, [[j] for j in sample_jpegs], requests, LOAD_CLIENTS,
+                              timeout=120, check=check)
+    print(f"{transport} load on the stand-in: {result.summary()}")
+    assert result.errors == []
+    assert len(result.latencies) == requests
