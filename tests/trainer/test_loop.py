@@ -1,0 +1,111 @@
+"""The whole loop in process: train, evaluate, export, reload the export and predict JPEGs.
+
+    .venv/bin/python -m pytest tests/trainer/test_loop.py
+"""
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from serving import export, signature
+from trainer import image_ops, loop, task
+
+ModeKeys = tf.estimator.ModeKeys
+
+
+def served_predictions(export_dir, signature_name, jpegs, keys=None):
+    loaded = tf.saved_model.load(export_dir)
+    assert set(loaded.signatures) == set(signature.SIGNATURES)
+    inputs = {signature.INPUT_IMAGE_BYTES: tf.constant(jpegs)}
+    if keys is not None:
+        inputs[signature.INPUT_KEY] = tf.constant(keys)
+    return {k: v.numpy() for k, v in loaded.signatures[signature_name](**inputs).items()}
+
+
+def checkpoint_predictions(run_params, jpegs):
+    """Probabilities of the latest checkpoint through estimator.predict and the eval preprocessing."""
+    def input_fn(params):  # TPUEstimator requires the name "params"
+        images = tf.data.Dataset.from_tensor_slices(jpegs).map(
+            lambda jpeg: image_ops.preprocess_for_eval(jpeg, params["image_size"]))
+        return images.batch(params["batch_size"]).map(lambda image: {"image": image})
+    estimator = loop.make_estimator(dict(run_params, predict_batch_size=len(jpegs)))
+    return np.stack([p[signature.OUTPUT_PROBABILITIES] for p in estimator.predict(input_fn)])
+
+
+def check_outputs(params, export_dir):
+    out = params["output_dir"]
+    records = loop.read_eval_results(out)
+    assert [r["global_step"] for r in records] == [2, 4]
+    assert {"accuracy", "top_2_accuracy", "mean_per_class_accuracy", "cross_entropy"} <= set(records[0])
+    with open(os.path.join(out, "params.json")) as f:
+        assert json.load(f) == params
+    assert tf.io.gfile.glob(f"{out}/eval/events.out.tfevents.*")  # TensorBoard eval summaries
+    assert export_dir == os.path.join(out, signature.EXPORT_SUBDIR, "image_classifier", "4")
+    best_versions = os.listdir(os.path.join(out, signature.BEST_EXPORT_SUBDIR, "image_classifier"))
+    assert len(best_versions) == 1 and best_versions[0].isdigit()
+    assert os.path.exists(os.path.join(export_dir, signature.WARMUP_FILE))
+    export.check_export(export_dir)  # exactly the contract's signatures, no TPU ops
+
+
+def test_full_run_exports_a_model_that_serves_jpegs(tiny_params, make_jpeg):
+    export_dir = loop.run(tiny_params)
+    check_outputs(tiny_params, export_dir)
+    jpegs = [make_jpeg(20, 20, seed=1), make_jpeg(28, 24, seed=2), make_jpeg(20, 20, seed=3, mode="L")]
+    served = served_predictions(export_dir, signature.SIGNATURE_DEFAULT, jpegs)
+    assert served[signature.OUTPUT_PROBABILITIES].shape == (3, 3)
+    np.testing.assert_array_equal(served[signature.OUTPUT_CLASS_IDS],
+                                  served[signature.OUTPUT_PROBABILITIES].argmax(axis=1))
+    labels = np.array(tiny_params["labels"], dtype=object)
+    assert [c.decode() for c in served[signature.OUTPUT_CLASSES]] == \
+        list(labels[served[signature.OUTPUT_CLASS_IDS]])
+    # No train/serve skew: the export equals the checkpoint under eval preprocessing.
+    np.testing.assert_allclose(served[signature.OUTPUT_PROBABILITIES],
+                               checkpoint_predictions(tiny_params, jpegs), rtol=1e-5, atol=1e-6)
+    keyed = served_predictions(export_dir, signature.SIGNATURE_KEYED, jpegs, keys=[b"a", b"b", b"c"])
+    assert list(keyed[signature.OUTPUT_KEY]) == [b"a", b"b", b"c"]
+    np.testing.assert_allclose(keyed[signature.OUTPUT_PROBABILITIES], served[signature.OUTPUT_PROBABILITIES])
+
+
+def test_rerun_after_finishing_trains_and_exports_nothing(tiny_params, tiny_argv):
+    loop.run(tiny_params)
+    out = tiny_params["output_dir"]
+    before = (loop.latest_checkpoint(out), loop.read_eval_results(out), sorted(os.listdir(out)))
+    assert task.main(tiny_argv) == os.path.join(out, "export", "image_classifier", "4")
+    assert (loop.latest_checkpoint(out), loop.read_eval_results(out), sorted(os.listdir(out))) == before
+
+
+def test_evaluate_and_export_modes_on_an_existing_output_dir(tiny_params, tiny_argv):
+    out = tiny_params["output_dir"]
+    loop.run(dict(tiny_params, train_steps=2, steps_per_eval=2))
+    record = task.main(tiny_argv + ["--mode=evaluate", "--train_steps=2"])
+    assert record["global_step"] == 2 and len(loop.read_eval_results(out)) == 2
+    tf.io.gfile.rmtree(os.path.join(out, "export"))
+    exported = task.main([f"--output_dir={out}", "--mode=export"])  # everything else from params.json
+    assert exported == os.path.join(out, "export", "image_classifier", "2")
+    export.check_export(exported)
+
+
+def test_evaluate_without_a_checkpoint_names_the_directory(tiny_params):
+    with pytest.raises(FileNotFoundError, match="has no checkpoint to evaluate"):
+        loop.run(dict(tiny_params, mode="evaluate"))
+
+
+def test_cpu_run_constructs_no_tpu_resolver(tiny_params, monkeypatch):
+    calls = []
+
+    def fake_resolver(**kwargs):
+        calls.append(kwargs)
+        raise RuntimeError("no TPU here")
+    monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", fake_resolver)
+    estimator = loop.make_estimator(tiny_params)
+    assert estimator.config.cluster_spec.as_dict() == {} and calls == []
+    with pytest.raises(RuntimeError, match="no TPU here"):
+        loop.make_estimator(dict(tiny_params, use_tpu=True, tpu="my-tpu", tpu_zone="z", gcp_project="p"))
+    assert calls == [{"tpu": "my-tpu", "zone": "z", "project": "p"}]
+
+
+def test_torn_results_line_is_skipped(tmp_path):
+    (tmp_path / loop.RESULTS_FILE).write_text('{"global_step": 2, "accuracy": 0.5}\n{"global_st')
+    assert loop.read_eval_results(str(tmp_path)) == [{"global_step": 2, "accuracy": 0.5}]
