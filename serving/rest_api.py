@@ -170,7 +170,7 @@ def format_metadata(model_name, version, signature_defs):
     return {
         "model_spec": {"name": model_name, "signature_name": "", "version": str(version)},
         "metadata": {"signature_def": json_format.MessageToDict(
-            signature_map, preserving_proto_field_name=True)},
+            signature_map, preserving_proto_field_name=True, including_default_value_fields=True)},
     }
 
 

@@ -46,6 +46,8 @@ def test_metadata_shows_the_contract_signatures(standin):
     default = signatures[signature.SIGNATURE_DEFAULT]
     assert list(default["inputs"]) == [signature.INPUT_IMAGE_BYTES]
     assert default["inputs"]["image_bytes"]["dtype"] == "DT_STRING"
+    assert default["inputs"]["image_bytes"]["tensor_shape"] == {  # TF Serving prints defaults too
+        "dim": [{"size": "-1", "name": ""}], "unknown_rank": False}
     assert default["outputs"]["probabilities"]["dtype"] == "DT_FLOAT"
     assert default["method_name"] == "tensorflow/serving/predict"
 
