@@ -89,6 +89,16 @@ def check_train_step(params, batch_size=None, steps=2):
         return run_compiled(graph, loss, global_step, steps, params)
 
 
+def xla_complaint(message):
+    """The line of a TF error that says what XLA rejected (TF prepends traceback noise)."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    for marker in ("Detected unsupported operations", "compile-time constant", "XLA"):
+        for line in lines:
+            if marker in line:
+                return line
+    return lines[-1] if lines else message
+
+
 def run_compiled(graph, loss, global_step, steps, params):
     """Runs the compiled step; XlaCheckError with XLA's message if it does not compile."""
     with tf.compat.v1.Session(graph=graph) as session:
@@ -96,9 +106,8 @@ def run_compiled(graph, loss, global_step, steps, params):
         try:
             losses = [float(session.run(loss)) for _ in range(steps)]
         except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError) as err:
-            first_line = err.message.strip().splitlines()[0]
             raise XlaCheckError(f"model={params['model']!r}: XLA cannot compile the training "
-                                f"step: {first_line}") from err
+                                f"step: {xla_complaint(err.message)}") from err
         final_step = int(session.run(global_step))
     if not all(np.isfinite(losses)) or final_step != steps:
         raise XlaCheckError(f"model={params['model']!r}: losses {losses}, global step "
