@@ -31,7 +31,9 @@ def make_run_config(params):
         cluster = tf.distribute.cluster_resolver.TPUClusterResolver(
             tpu=params["tpu"], zone=params["tpu_zone"], project=params["gcp_project"])
     tpu_config = tf.compat.v1.estimator.tpu.TPUConfig(
-        iterations_per_loop=params["iterations_per_loop"],
+        # Off TPU each session.run is one step; TPUEstimator would still divide
+        # log_step_count_steps by iterations_per_loop and log every step.
+        iterations_per_loop=params["iterations_per_loop"] if params["use_tpu"] else 1,
         num_shards=params["num_cores"] if params["use_tpu"] else None,
         # One input_fn per host, one dataset per core: the reference's fastest infeed.
         per_host_input_for_training=tf.compat.v1.estimator.tpu.InputPipelineConfig.PER_HOST_V2)

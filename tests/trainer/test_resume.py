@@ -1,0 +1,56 @@
+"""kill -9 in the middle of training, run the same command again: it resumes and ends at train_steps.
+
+A real subprocess (python -m trainer.task), so nothing survives the kill but the files.
+
+    .venv/bin/python -m pytest tests/trainer/test_resume.py
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import tensorflow as tf
+
+TRAIN_STEPS = 200
+
+
+def checkpoint_step(output_dir):
+    path = tf.train.latest_checkpoint(output_dir)
+    return int(tf.train.load_variable(path, "global_step")) if path else 0
+
+
+def start_task(argv, repo_root, log_path):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    with open(log_path, "w") as log:
+        return subprocess.Popen([sys.executable, "-m", "trainer.task", *argv], cwd=repo_root,
+                                env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def kill_after_first_checkpoint(process, output_dir, timeout=120):
+    """SIGKILLs process once a checkpoint past step 0 exists; returns that step."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and process.poll() is None:
+        if checkpoint_step(output_dir) > 0:
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+            return checkpoint_step(output_dir)
+        time.sleep(0.1)
+    raise AssertionError(f"no checkpoint past step 0 within {timeout}s (exit code {process.poll()})")
+
+
+def test_kill_9_mid_training_then_rerun_resumes_to_train_steps(tiny_argv, repo_root, tmp_path):
+    argv = [a for a in tiny_argv if not a.startswith(("--train_steps", "--steps_per_eval"))]
+    argv += [f"--train_steps={TRAIN_STEPS}", f"--steps_per_eval={TRAIN_STEPS}",
+             "--save_checkpoints_steps=20", "--log_step_count_steps=100"]
+    output_dir = next(a.split("=", 1)[1] for a in argv if a.startswith("--output_dir"))
+    killed_at = kill_after_first_checkpoint(start_task(argv, repo_root, tmp_path / "run1.log"), output_dir)
+    assert 0 < killed_at < TRAIN_STEPS, f"killed at step {killed_at}: not mid-training"
+    assert not os.path.exists(os.path.join(output_dir, "export"))
+
+    rerun = start_task(argv, repo_root, tmp_path / "run2.log")
+    assert rerun.wait(timeout=300) == 0, (tmp_path / "run2.log").read_text()[-3000:]
+    log = (tmp_path / "run2.log").read_text()
+    assert f"Resuming from step {killed_at} of {TRAIN_STEPS}" in log
+    assert checkpoint_step(output_dir) == TRAIN_STEPS
+    assert os.path.isdir(os.path.join(output_dir, "export", "image_classifier", str(TRAIN_STEPS)))
