@@ -106,6 +106,16 @@ def check_input_names(signature_name, signature_def, inputs):
             f"missing {sorted(expected - given)}")
 
 
+def check_shape(name, shape, expected_proto):
+    """A non-empty batch whose rank is the signature's (when the signature fixes one)."""
+    expected = tf.TensorShape(expected_proto)
+    if expected.rank is not None and shape.rank != expected.rank:
+        raise errors.InvalidArgument(
+            f"input {name}: expected rank {expected.rank} (shape {expected}), got shape {shape}")
+    if shape.rank == 0 or shape[0] == 0:
+        raise errors.InvalidArgument(f"input {name}: expected a non-empty batch, got shape {shape}")
+
+
 def convert_inputs(signature_name, signature_def, inputs):
     """{input name: tf.Tensor} with each signature input's dtype, batch sizes checked."""
     check_input_names(signature_name, signature_def, inputs)
@@ -118,9 +128,7 @@ def convert_inputs(signature_name, signature_def, inputs):
             tensors[name] = tf.constant(array, dtype=dtype)
         except (TypeError, ValueError) as e:
             raise errors.InvalidArgument(f"input {name}: cannot convert to {dtype.name}: {e}") from e
-        if tensors[name].shape.rank == 0 or tensors[name].shape[0] == 0:
-            raise errors.InvalidArgument(
-                f"input {name}: expected a non-empty batch, got shape {tensors[name].shape}")
+        check_shape(name, tensors[name].shape, signature_def.inputs[name].tensor_shape)
     batch_sizes = {name: int(t.shape[0]) for name, t in tensors.items()}
     if len(set(batch_sizes.values())) > 1:
         raise errors.InvalidArgument(f"inputs have different batch sizes: {batch_sizes}")

@@ -86,6 +86,8 @@ def test_named_predict_signature_equals_serving_default(standin, sample_jpegs):
     (MODEL + ":predict", {"instances": [b64(b"")]}, 400, "empty"),
     (MODEL + ":predict", {"instances": ["/9j/4AAQ"]}, 400, "missing 'b64'"),
     (MODEL + ":predict", {"instances": [{"image": b64(b"x")}]}, 400, "alias not found.*image"),
+    (MODEL + ":predict", {"instances": [[b64(b"x")]]}, 400, r"expected rank 1 \(shape \(None,\)\)"),
+    (MODEL + ":predict", {"inputs": []}, 400, "non-empty batch"),
     (MODEL + ":predict", {"signature_name": "nope", "instances": [b64(b"x")]}, 400, '"nope" not found'),
     (MODEL + ":predict", b'{"instances": [', 400, "JSON Parse error"),
     ("/v1/models/other:predict", {"instances": [b64(b"x")]}, 404, r"Latest\(other\)"),

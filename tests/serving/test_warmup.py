@@ -48,3 +48,15 @@ def test_write_warmup_requests_rejects_bad_arguments(tmp_path, export_dir, jpegs
 def test_too_many_warmup_requests_are_rejected(tmp_path):
     with pytest.raises(ValueError, match="exceed TF Serving's limit"):
         warmup.write_warmup_requests(str(tmp_path), [b"x"] * 1000)
+
+
+def test_warmup_command_line_writes_the_files_it_is_given(tmp_path, make_jpeg, capsys):
+    images = [tmp_path / "a.jpg", tmp_path / "b.jpg"]
+    for i, path in enumerate(images):
+        path.write_bytes(make_jpeg(seed=i))
+    warmup.main([str(tmp_path), *map(str, images), "--model_name", "digits"])
+    assert capsys.readouterr().out.strip() == str(tmp_path / signature.WARMUP_FILE)
+    requests = warmup.read_warmup_requests(str(tmp_path))
+    assert len(requests) == 3 and requests[0].model_spec.name == "digits"
+    assert list(tf.make_ndarray(requests[2].inputs[signature.INPUT_IMAGE_BYTES])) == [
+        p.read_bytes() for p in images]
