@@ -77,6 +77,8 @@ def check_train_step(params, batch_size=None, steps=2):
     graph = tf.Graph()
     with graph.as_default():
         batch = [tf.constant(array) for array in make_batch(params, batch_size)]
+        if params["use_bfloat16"]:  # as input_fn sends them
+            batch[0] = tf.cast(batch[0], tf.bfloat16)
         global_step = tf.compat.v1.train.get_or_create_global_step()  # outside, as TPUEstimator does
         # CrossReplicaSum has no XLA:CPU kernel; with one replica it is the identity.
         with mock.patch.object(tf.compat.v1.tpu, "CrossShardOptimizer", lambda optimizer: optimizer):

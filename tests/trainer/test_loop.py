@@ -49,9 +49,18 @@ def check_outputs(params, export_dir):
     export.check_export(export_dir)  # exactly the contract's signatures, no TPU ops
 
 
-def test_full_run_exports_a_model_that_serves_jpegs(tiny_params, make_jpeg):
+def check_rerun_changes_nothing(params, argv):
+    """The same command after the run finished: no training, no new eval or export, no error."""
+    out = params["output_dir"]
+    before = (loop.latest_checkpoint(out), loop.read_eval_results(out), sorted(os.listdir(out)))
+    assert task.main(argv) == os.path.join(out, "export", "image_classifier", "4")
+    assert (loop.latest_checkpoint(out), loop.read_eval_results(out), sorted(os.listdir(out))) == before
+
+
+def test_full_run_exports_a_model_that_serves_jpegs(tiny_params, tiny_argv, make_jpeg):
     export_dir = loop.run(tiny_params)
     check_outputs(tiny_params, export_dir)
+    check_rerun_changes_nothing(tiny_params, tiny_argv)
     jpegs = [make_jpeg(20, 20, seed=1), make_jpeg(28, 24, seed=2), make_jpeg(20, 20, seed=3, mode="L")]
     served = served_predictions(export_dir, signature.SIGNATURE_DEFAULT, jpegs)
     assert served[signature.OUTPUT_PROBABILITIES].shape == (3, 3)
@@ -66,14 +75,6 @@ def test_full_run_exports_a_model_that_serves_jpegs(tiny_params, make_jpeg):
     keyed = served_predictions(export_dir, signature.SIGNATURE_KEYED, jpegs, keys=[b"a", b"b", b"c"])
     assert list(keyed[signature.OUTPUT_KEY]) == [b"a", b"b", b"c"]
     np.testing.assert_allclose(keyed[signature.OUTPUT_PROBABILITIES], served[signature.OUTPUT_PROBABILITIES])
-
-
-def test_rerun_after_finishing_trains_and_exports_nothing(tiny_params, tiny_argv):
-    loop.run(tiny_params)
-    out = tiny_params["output_dir"]
-    before = (loop.latest_checkpoint(out), loop.read_eval_results(out), sorted(os.listdir(out)))
-    assert task.main(tiny_argv) == os.path.join(out, "export", "image_classifier", "4")
-    assert (loop.latest_checkpoint(out), loop.read_eval_results(out), sorted(os.listdir(out))) == before
 
 
 def test_evaluate_and_export_modes_on_an_existing_output_dir(tiny_params, tiny_argv):
