@@ -1,0 +1,1 @@
+"""Benchmarks: each prints its figures next to a baseline measured in the same run."""
