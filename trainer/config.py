@@ -100,14 +100,20 @@ def read_config_file(path):
 
 
 def read_saved_params(output_dir):
-    """OUT/params.json of an earlier run without its dataset keys ({} if there is none)."""
+    """OUT/params.json of an earlier run, except its mode ({} if there is none).
+
+    The mode is per command: an export-only run must not turn the next plain
+    rerun of the training command into another export.
+    """
     if not output_dir:
         return {}
     path = os.path.join(output_dir, PARAMS_FILE)
     if not tf.io.gfile.exists(path):
         return {}
     with tf.io.gfile.GFile(path) as f:
-        return json.load(f)
+        saved = json.load(f)
+    saved.pop("mode", None)
+    return saved
 
 
 def write_params(params):

@@ -47,10 +47,12 @@ def test_saved_params_are_the_base_of_a_rerun(tiny_argv, tiny_params):
     assert task.parse_params(tiny_argv + ["--learning_rate=0.2"])["learning_rate"] == 0.2
 
 
-def test_export_mode_reads_labels_from_saved_params(tiny_params):
+def test_export_mode_reads_labels_from_saved_params(tiny_params, tiny_argv):
     config.write_params(tiny_params)
     params = task.parse_params([f"--output_dir={tiny_params['output_dir']}", "--mode=export"])
     assert params["labels"] == ["cat", "dog", "fish"]
+    config.write_params(params)  # as the export run does
+    assert task.parse_params(tiny_argv)["mode"] == "train_and_eval"  # the mode is not inherited
 
 
 @pytest.mark.parametrize("extra, message", [
