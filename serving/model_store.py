@@ -19,6 +19,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from serving import errors, predict_protos, signature, warmup
 
+log = logging.getLogger(__name__)
 INIT_OP_SIGNATURE = "__saved_model_init_op"  # internal to SavedModel; TF Serving hides it too
 
 
@@ -172,11 +173,11 @@ class ModelStore:
             served = ServedVersion(self.model_name, version, path)
             count = warm_up(served) if self.enable_warmup else 0
         except (OSError, ValueError, DecodeError, tf.errors.OpError, errors.ServingError) as e:
-            logging.error("model %s version %d at %s failed to load: %s",
+            log.error("model %s version %d at %s failed to load: %s",
                           self.model_name, version, path, e)
             self._failed.add(version)
             return None
-        logging.warning("model %s: serving version %d from %s (%d warmup requests replayed)",
+        log.info("model %s: serving version %d from %s (%d warmup requests replayed)",
                         self.model_name, version, path, count)
         return served
 
@@ -199,7 +200,7 @@ class ModelStore:
                 try:
                     self.refresh()
                 except Exception:  # the poller's boundary: log, keep serving the loaded version
-                    logging.exception("model %s: scanning %s failed", self.model_name,
+                    log.exception("model %s: scanning %s failed", self.model_name,
                                       self.model_base_path)
         self._poller = threading.Thread(target=poll, name="model-poller", daemon=True)
         self._poller.start()

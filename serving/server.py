@@ -95,6 +95,7 @@ def describe(running, model_name, model_base_path):
 def main(argv=None):
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("serving").setLevel(logging.INFO)  # version loads; TF's own INFO stays off
     if not os.path.isdir(args.model_base_path):
         logging.warning("--model_base_path=%s does not exist yet; waiting for a version",
                         args.model_base_path)
