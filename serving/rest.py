@@ -54,6 +54,12 @@ class RestHandler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         self.respond_to("POST")
 
+    def do_PUT(self):  # the rest answer TF Serving's JSON 404, not the stdlib's HTML 501
+        self.respond_to("PUT")
+
+    def do_DELETE(self):
+        self.respond_to("DELETE")
+
     def respond_to(self, method):
         self.unread_body_bytes = 0
         try:

@@ -93,9 +93,11 @@ def test_named_predict_signature_equals_serving_default(standin, sample_jpegs):
     ("/v1/models/other:predict", {"instances": [b64(b"x")]}, 404, r"Latest\(other\)"),
     (MODEL + "/versions/9:predict", {"instances": [b64(b"x")]}, 404, r"Specific\(image_classifier, 9\)"),
     ("/v1/nothing", None, 404, "Malformed request"),
+    ("DELETE " + MODEL, None, 404, "Malformed request: DELETE"),
 ])
 def test_bad_requests_get_4xx_naming_the_problem(standin, sample_jpegs, path, body, status, words):
     method = "GET" if body is None else "POST"
+    method, path = path.split(" ") if " " in path else (method, path)
     got_status, got = call(standin, method, path, body)
     assert got_status == status
     assert list(got) == ["error"]
