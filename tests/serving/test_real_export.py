@@ -87,6 +87,10 @@ def predict_over_servers(export_dir, jpegs):
     clients = [RestClient(f"http://127.0.0.1:{running.rest_port}", "image_classifier"),
                GrpcClient(f"127.0.0.1:{running.grpc_port}", "image_classifier")]
     try:
+        for client in clients:  # the keyed signature passes keys through, over both transports
+            keyed = client.predict(jpegs, signature.SIGNATURE_KEYED, keys=["k1", "k2", "k3", "k4"])
+            assert [k.decode() if isinstance(k, bytes) else k for k in keyed["key"]] == \
+                ["k1", "k2", "k3", "k4"]
         return [np.concatenate([c.predict([j])[signature.OUTPUT_PROBABILITIES] for j in jpegs])
                 for c in clients]
     finally:
