@@ -261,6 +261,14 @@ def remove_stale_outputs(config):
                      len(deleted), config.output_dir)
 
 
+def log_local_workers(options):
+    direct = options.view_as(DirectOptions)
+    if direct.direct_running_mode == "multi_processing":
+        workers = direct.direct_num_workers or os.cpu_count()
+        # Say why the first seconds are quiet: each worker imports Beam and TensorFlow.
+        _LOGGER.info("Starting %d local worker processes (start-up takes 10-20 s)", workers)
+
+
 def format_summary(meta):
     """The end-of-job table: records per split, rejections by reason, and the balance."""
     lines = [f"{'split':<12}{'records':>10}{'shards':>8}"]
@@ -285,6 +293,7 @@ def run(argv=None):
     _LOGGER.info("Runner %s; writing to %s; splits %s", options.view_as(StandardOptions).runner,
                  config.output_dir, ", ".join(config.splits))
     remove_stale_outputs(config)
+    log_local_workers(options)
     pipeline = beam.Pipeline(runner=make_runner(options), options=options)
     build_pipeline(pipeline, config)
     result = pipeline.run()
