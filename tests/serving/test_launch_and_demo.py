@@ -3,6 +3,7 @@
     .venv/bin/python -m pytest tests/serving/test_launch_and_demo.py
 """
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -72,6 +73,19 @@ def free_port():
         return sock.getsockname()[1]
 
 
+def run_in_own_session(argv, timeout, **kwargs):
+    """subprocess.run, but a timeout kills the whole process group (the server included)."""
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True, **kwargs)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        raise
+    return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+
+
 def test_demo_starts_classifies_and_stops_the_standin(tiny_export_base, sample_jpegs, tmp_path):
     """The real entry points in subprocesses: demo -> launch -> serving.server, then SIGTERM."""
     images = []
@@ -79,11 +93,10 @@ def test_demo_starts_classifies_and_stops_the_standin(tiny_export_base, sample_j
         images.append(tmp_path / f"held_out_{i}.jpg")
         images[-1].write_bytes(jpeg)
     env = dict(os.environ, PATH=str(tmp_path))  # no docker, no tensorflow_model_server
-    result = subprocess.run(
+    result = run_in_own_session(
         [sys.executable, "-m", "serving.demo", "--model_base_path", str(tiny_export_base),
          "--rest_api_port", str(free_port()), "--port", str(free_port())] + [str(p) for p in images],
-        cwd=os.path.dirname(os.path.dirname(demo.__file__)), env=env, capture_output=True,
-        text=True, timeout=300)
+        cwd=os.path.dirname(os.path.dirname(demo.__file__)), env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.splitlines()
     assert any(line.startswith("serving.launch: starting standin (") for line in lines)
