@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from serving import export, signature
+from serving import export, model_store, signature, warmup
 from trainer import image_ops, loop, task
 
 ModeKeys = tf.estimator.ModeKeys
@@ -45,7 +45,10 @@ def check_outputs(params, export_dir):
     assert export_dir == os.path.join(out, signature.EXPORT_SUBDIR, "image_classifier", "4")
     best_versions = os.listdir(os.path.join(out, signature.BEST_EXPORT_SUBDIR, "image_classifier"))
     assert len(best_versions) == 1 and best_versions[0].isdigit()
-    assert os.path.exists(os.path.join(export_dir, signature.WARMUP_FILE))
+    # The layout the serving stand-in (and TF Serving) loads, with warmup for every signature.
+    assert model_store.list_versions(os.path.dirname(export_dir)) == [4]
+    warmup_signatures = {r.model_spec.signature_name for r in warmup.read_warmup_requests(export_dir)}
+    assert warmup_signatures == set(signature.SIGNATURES)
     export.check_export(export_dir)  # exactly the contract's signatures, no TPU ops
 
 
