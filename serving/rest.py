@@ -61,7 +61,7 @@ class RestHandler(http.server.BaseHTTPRequestHandler):
         self.respond_to("DELETE")
 
     def respond_to(self, method):
-        self.unread_body_bytes = 0
+        self.unread_body_bytes, self.is_body_read = 0, False
         try:
             status, body = handle_request(self.server.store, method, self.path, self.read_body)
         except errors.ServingError as e:
@@ -69,6 +69,8 @@ class RestHandler(http.server.BaseHTTPRequestHandler):
         except Exception as e:  # the request boundary: log it, answer 500, keep serving
             logging.exception("REST %s %s failed", method, self.path)
             status, body = 500, {"error": f"Internal error: {type(e).__name__}: {e}"}
+        if not self.is_body_read and self.headers.get("Content-Length", "0").strip() != "0":
+            self.close_connection = True  # an unread body must not be parsed as the next request
         self.send_json(status, body)
         if self.unread_body_bytes:
             self.discard_body(self.unread_body_bytes)
@@ -113,6 +115,7 @@ class RestHandler(http.server.BaseHTTPRequestHandler):
             raise errors.PayloadTooLarge(
                 f"Request body of {int(length)} bytes exceeds the limit of {limit} bytes "
                 f"(--max_request_bytes)")
+        self.is_body_read = True
         return self.rfile.read(int(length))
 
     def send_json(self, status, body):

@@ -148,3 +148,17 @@ def test_keep_alive_connection_serves_many_requests(standin, sample_jpegs):
         statuses.append(response.status)
     connection.close()
     assert statuses == [200] * 5
+
+
+def test_an_unread_body_does_not_poison_the_kept_alive_connection(standin):
+    """A POST refused before its body is read (wrong model) must not leave the body in the
+    stream, where it would be parsed as the next request."""
+    connection = http.client.HTTPConnection("127.0.0.1", standin.rest_port, timeout=30)
+    connection.request("POST", "/v1/models/other:predict", body=b'{"instances": ["x"]}')
+    first = connection.getresponse()
+    first.read()
+    connection.request("GET", MODEL)
+    second = connection.getresponse()
+    assert (first.status, second.status) == (404, 200)
+    assert json.loads(second.read())["model_version_status"][0]["state"] == "AVAILABLE"
+    connection.close()
