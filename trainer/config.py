@@ -15,7 +15,6 @@ share one name. TPUEstimator owns the params keys ``batch_size`` and
         --eval_data_path 'DIR/eval-*' --output_dir /tmp/out   # print resolved params
 """
 import json
-import math
 import os
 import sys
 
@@ -274,11 +273,6 @@ def resolve(flag_values, config_file=None):
 def estimator_params(params):
     """params without the keys TPUEstimator sets itself."""
     return {k: v for k, v in params.items() if k not in TPU_ESTIMATOR_KEYS}
-
-
-def eval_steps(params):
-    """Batches that cover the eval split once: ceil(N / global batch); padding fills the last."""
-    return math.ceil(params["num_eval_examples"] / params["eval_batch_size"])
 
 
 if __name__ == "__main__":

@@ -94,7 +94,9 @@ def evaluate(estimator, params, checkpoint_path):
     """Eval metrics of one checkpoint as plain Python numbers."""
     eval_input_fn = input_lib.make_input_fn(
         params["eval_data_path"], ModeKeys.EVAL, num_examples=params["num_eval_examples"])
-    results = estimator.evaluate(eval_input_fn, steps=config.eval_steps(params),
+    # ceil(N / global batch): input_fn pads the last batch with zero-weight rows.
+    steps = input_lib.eval_steps(params["num_eval_examples"], params["eval_batch_size"])
+    results = estimator.evaluate(eval_input_fn, steps=steps,
                                  checkpoint_path=checkpoint_path)
     return {key: value.item() if hasattr(value, "item") else value for key, value in results.items()}
 

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from serving import export, model_store, signature, warmup
-from trainer import image_ops, loop, task
+from trainer import features, image_ops, loop, task
 
 ModeKeys = tf.estimator.ModeKeys
 
@@ -52,6 +52,26 @@ def check_outputs(params, export_dir):
     export.check_export(export_dir)  # exactly the contract's signatures, no TPU ops
 
 
+def read_eval_split(params):
+    """(jpegs, labels) of every eval record."""
+    jpegs, labels = [], []
+    for path in sorted(tf.io.gfile.glob(params["eval_data_path"])):
+        for record in tf.compat.v1.io.tf_record_iterator(path):
+            example = features.decode_example_proto(record)
+            jpegs.append(example[features.ENCODED])
+            labels.append(example[features.LABEL])
+    return jpegs, np.array(labels)
+
+
+def check_eval_counts_every_example_once(params, export_dir):
+    """11 eval examples in batches of 8: the 5 padding rows must not change the accuracy."""
+    jpegs, labels = read_eval_split(params)
+    assert len(jpegs) == params["num_eval_examples"] == 11
+    served = served_predictions(export_dir, signature.SIGNATURE_DEFAULT, jpegs)
+    accuracy = np.mean(served[signature.OUTPUT_CLASS_IDS] == labels)
+    assert loop.read_eval_results(params["output_dir"])[-1]["accuracy"] == pytest.approx(accuracy)
+
+
 def check_rerun_changes_nothing(params, argv):
     """The same command after the run finished: no training, no new eval or export, no error."""
     out = params["output_dir"]
@@ -63,6 +83,7 @@ def check_rerun_changes_nothing(params, argv):
 def test_full_run_exports_a_model_that_serves_jpegs(tiny_params, tiny_argv, make_jpeg):
     export_dir = loop.run(tiny_params)
     check_outputs(tiny_params, export_dir)
+    check_eval_counts_every_example_once(tiny_params, export_dir)
     check_rerun_changes_nothing(tiny_params, tiny_argv)
     jpegs = [make_jpeg(20, 20, seed=1), make_jpeg(28, 24, seed=2), make_jpeg(20, 20, seed=3, mode="L")]
     served = served_predictions(export_dir, signature.SIGNATURE_DEFAULT, jpegs)

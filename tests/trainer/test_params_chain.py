@@ -15,7 +15,6 @@ def test_dataset_values_come_from_metadata_not_constants(tiny_params):
     assert tiny_params["num_classes"] == 3
     assert tiny_params["num_train_examples"] == 24
     assert tiny_params["num_eval_examples"] == 11
-    assert config.eval_steps(tiny_params) == 2  # ceil(11 / 8): the last batch is padded
 
 
 def test_only_typed_flags_override_defaults(tiny_params):
