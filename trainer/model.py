@@ -5,7 +5,7 @@ optimisation; TPUEstimator adds use_tpu, batch_size and context. Eval metrics ar
 weighted by features["weight"], so the zero-weight rows that pad eval to whole
 batches (trainer/input.py) count for nothing.
 
-    .venv/bin/python -m pytest tests/trainer/test_model.py
+    .venv/bin/python -m pytest tests/trainer/test_model_fn.py
 """
 import math
 
