@@ -83,3 +83,11 @@ def test_wrong_input_name_is_invalid_argument(standin):
             prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(request, timeout=30)
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "alias not found in signature: image" in raised.value.details()
+
+
+def test_oversized_message_is_resource_exhausted_and_server_keeps_serving(grpc_client, sample_jpegs):
+    with pytest.raises(ServerError) as raised:
+        grpc_client.predict([b"\xff\xd8\xff" + b"0" * (17 * 1024 * 1024)])
+    assert raised.value.status == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "16777216" in str(raised.value)  # the limit is named
+    assert grpc_client.predict(sample_jpegs[:1])["probabilities"].shape == (1, 3)
