@@ -80,7 +80,29 @@ def _sample_crop_window(image_bytes, min_crop_area):
         area_range=(min_crop_area, 1.0),
         max_attempts=CROP_MAX_ATTEMPTS,
         use_image_if_no_bounding_boxes=True)
-    return tf.stack([begin[0], begin[1], size[0], size[1]])
+    return tf.concat([begin[:2], size[:2]], axis=0)
+
+
+def random_crop_and_resize(image_bytes, image_size, min_crop_area):
+    """The per-image half of training preprocessing; see preprocess_for_train.
+
+    Returns float32 [image_size, image_size, 3] in [0, 255], not yet normalized.
+    """
+    window = _sample_crop_window(image_bytes, min_crop_area)
+    image = tf.image.decode_and_crop_jpeg(image_bytes, window, channels=3)
+    return _resize(image, image_size)
+
+
+def flip_and_normalize_batch(images, random_flip):
+    """The batch half of training preprocessing: optional per-image flip, then normalize.
+
+    Vectorized over the batch, so the input pipeline pays a few ops per batch
+    instead of per image. images: [B, S, S, 3] in [0, 255].
+    """
+    if random_flip:
+        is_flipped = tf.random.uniform([tf.shape(images)[0], 1, 1, 1]) < 0.5
+        images = tf.where(is_flipped, tf.reverse(images, axis=[2]), images)
+    return normalize_image(images)
 
 
 def preprocess_for_train(image_bytes, image_size, *, min_crop_area, random_flip):
@@ -88,19 +110,16 @@ def preprocess_for_train(image_bytes, image_size, *, min_crop_area, random_flip)
 
     image_bytes: scalar tf.string holding a JPEG (the TFRecord schema
       guarantees JPEG; decode_and_crop_jpeg skips decoding pixels outside the
-      window, which is most of the input pipeline's cost on photos).
+      window).
     min_crop_area: the crop covers at least this fraction of the image area,
       in (0, 1]; 1.0 disables cropping for square images.
     random_flip: mirror left-right with probability 1/2. Off for digits and
       text, which are not mirror invariant.
-    Returns float32 [image_size, image_size, 3].
+    Returns float32 [image_size, image_size, 3]. trainer/input.py runs the two
+    halves separately (per image, then per batch); this composes the same two.
     """
-    window = _sample_crop_window(image_bytes, min_crop_area)
-    image = tf.image.decode_and_crop_jpeg(image_bytes, window, channels=3)
-    image = _resize(image, image_size)
-    if random_flip:
-        image = tf.image.random_flip_left_right(image)
-    return normalize_image(image)
+    image = random_crop_and_resize(image_bytes, image_size, min_crop_area)
+    return flip_and_normalize_batch(image[tf.newaxis], random_flip)[0]
 
 
 def main(argv):

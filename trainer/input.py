@@ -34,6 +34,9 @@ from trainer import features, image_ops
 
 ModeKeys = tf.estimator.ModeKeys
 AUTOTUNE = tf.data.AUTOTUNE
+# Images of one training batch decoded concurrently (tf.map_fn parallel_iterations);
+# several batches also run at once (map num_parallel_calls=AUTOTUNE).
+CROP_PARALLELISM = 8
 
 
 def list_files(file_pattern):
@@ -123,7 +126,7 @@ def _finalize_batch(params):
 
 
 def make_train_dataset(files, params):
-    """Shuffled, repeated, augmented examples (before batching)."""
+    """Shuffled, repeated, augmented batches of params["batch_size"]."""
     num_shards, shard_index = input_shard(params)
     dataset = tf.data.Dataset.from_tensor_slices(files)
     shard_files = len(files) >= num_shards
@@ -140,18 +143,36 @@ def make_train_dataset(files, params):
     # example repeats before every other one has been seen once.
     dataset = dataset.shuffle(int(params["shuffle_buffer"]), reshuffle_each_iteration=True)
     dataset = dataset.repeat()
+    # Batch the serialized records, then parse and preprocess a whole batch per
+    # call: on small images a per-example map costs more than the JPEG decode.
+    # drop_remainder=True: the TPU compiles for one static batch shape, and
+    # the stream is endless, so nothing is dropped.
+    dataset = dataset.batch(int(params["batch_size"]), drop_remainder=True)
+    return dataset.map(_make_train_batch_fn(params), num_parallel_calls=AUTOTUNE,
+                       deterministic=False)
 
-    def preprocess(image_bytes):
-        return image_ops.preprocess_for_train(
-            image_bytes, params["image_size"],
-            min_crop_area=float(params["min_crop_area"]),
-            random_flip=bool(params["random_flip"]))
-    return dataset.map(lambda record: _example_to_features(record, preprocess),
-                       num_parallel_calls=AUTOTUNE, deterministic=False)
+
+def _make_train_batch_fn(params):
+    image_size = int(params["image_size"])
+    min_crop_area = float(params["min_crop_area"])
+
+    def crop(image_bytes):
+        return image_ops.random_crop_and_resize(image_bytes, image_size, min_crop_area)
+
+    def train_batch(records):
+        parsed = features.parse_example_batch(records)
+        # map_fn's parallel_iterations lets large photos of one batch decode
+        # on several cores at once.
+        images = tf.map_fn(crop, parsed[features.ENCODED], parallel_iterations=CROP_PARALLELISM,
+                           fn_output_signature=tf.TensorSpec([image_size, image_size, 3], tf.float32))
+        images = image_ops.flip_and_normalize_batch(images, bool(params["random_flip"]))
+        labels = tf.cast(parsed[features.LABEL], tf.int32)
+        return {"image": images, "weight": tf.ones_like(labels, tf.float32)}, labels
+    return train_batch
 
 
 def make_eval_dataset(files, num_examples, params):
-    """One deterministic pass, padded with zero-weight examples to whole steps."""
+    """One deterministic pass in batches, padded with zero-weight examples to whole steps."""
     num_shards, shard_index = input_shard(params)
     image_size = params["image_size"]
     dataset = tf.data.Dataset.from_tensor_slices(files).interleave(
@@ -172,7 +193,10 @@ def make_eval_dataset(files, num_examples, params):
     pad_element = ({"image": tf.zeros([image_size, image_size, 3], tf.float32),
                     "weight": tf.constant(0.0, tf.float32)},
                    tf.constant(0, tf.int32))
-    return dataset.concatenate(tf.data.Dataset.from_tensors(pad_element).repeat(padding))
+    dataset = dataset.concatenate(tf.data.Dataset.from_tensors(pad_element).repeat(padding))
+    # drop_remainder=True only makes the static batch shape the TPU needs:
+    # the padding above already made the count a whole number of batches.
+    return dataset.batch(int(params["batch_size"]), drop_remainder=True)
 
 
 def make_input_fn(file_pattern, mode, num_examples=None):
@@ -194,9 +218,6 @@ def make_input_fn(file_pattern, mode, num_examples=None):
             dataset = make_train_dataset(files, params)
         else:
             dataset = make_eval_dataset(files, int(num_examples), params)
-        # drop_remainder=True: the TPU compiles for one static batch shape. Eval
-        # loses nothing: it was padded to whole batches above.
-        dataset = dataset.batch(int(params["batch_size"]), drop_remainder=True)
         dataset = dataset.map(_finalize_batch(params), num_parallel_calls=AUTOTUNE)
         return dataset.prefetch(AUTOTUNE)
     return input_fn

@@ -1,0 +1,202 @@
+"""Benchmark: input_fn images/second against raw decode+resize and a naive pipeline.
+
+    .venv/bin/python -m bench.bench_input            # from the repo root; ~1-2 minutes
+    .venv/bin/python -m bench.bench_input --rounds 7 --seconds 3
+
+Two datasets are written as real TFRecords in a temp dir: scikit-learn's 8x8
+digits upscaled to 32x32 JPEGs (the demo data, model input 32), and
+photo-sized JPEGs cropped from scikit-learn's two sample photos (model input
+224). On each, in the same process and in alternating rounds (the machine is
+shared, so only same-round ratios mean anything), it times:
+
+  raw        the same JPEG bytes held in memory: decode_jpeg + resize only,
+             with parallel map and prefetch; the compute ceiling for one image.
+  train      trainer.input's TRAIN input_fn: files, interleave, shuffle, parse,
+             random crop (decodes only the window), resize, batch, prefetch.
+  eval       trainer.input's EVAL input_fn, repeated: full decode, center
+             crop, resize; the same pixel work as raw plus reading and parsing.
+  naive      TRAIN's exact preprocessing, but sequential reads, a serial map
+             and no prefetch.
+
+Goal: train >= 0.90 x raw. Prints median images/second, the median of the
+per-round ratios, and CPU microseconds per image (all threads), which is the
+steadier comparison when other jobs share the cores.
+"""
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+import tensorflow as tf
+from PIL import Image
+
+from preprocess.demo_data import digit_to_jpeg
+from trainer import config, features, image_ops
+from trainer import input as input_lib
+
+PHOTOS = ("china.jpg", "flower.jpg")  # 427x640 each, inside sklearn/datasets/images
+BATCH_SIZE = 64
+SHARDS = 4
+
+
+def make_digit_jpegs(count):
+    """(jpeg bytes, label) of the first `count` scikit-learn digits, 32x32 like the demo."""
+    from sklearn.datasets import load_digits
+    digits = load_digits()
+    return [(digit_to_jpeg(digits.images[i]), int(digits.target[i])) for i in range(count)]
+
+
+def make_photo_jpegs(count, seed=0):
+    """(jpeg bytes, label) of random crops (side 240..427 px) of the sample photos."""
+    import io
+    from sklearn.datasets import load_sample_image
+    photos = [load_sample_image(name) for name in PHOTOS]
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(count):
+        photo = photos[i % len(photos)]
+        height, width = rng.integers(240, 428, size=2)
+        y = rng.integers(0, photo.shape[0] - height + 1)
+        x = rng.integers(0, photo.shape[1] - width + 1)
+        buffer = io.BytesIO()
+        Image.fromarray(photo[y:y + height, x:x + width]).save(buffer, "JPEG", quality=90)
+        out.append((buffer.getvalue(), i % len(photos)))
+    return out
+
+
+def write_records(directory, name, examples):
+    """Writes examples as SHARDS TFRecord files; returns their glob."""
+    writers = [tf.io.TFRecordWriter(f"{directory}/{name}-{i:05d}-of-{SHARDS:05d}")
+               for i in range(SHARDS)]
+    for i, (jpeg, label) in enumerate(examples):
+        height, width = tf.image.extract_jpeg_shape(jpeg).numpy()[:2]
+        writers[i % SHARDS].write(features.make_example(
+            jpeg, height, width, label, str(label), f"{name}/{i}.jpg"))
+    for writer in writers:
+        writer.close()
+    return f"{directory}/{name}-*"
+
+
+def make_raw_dataset(jpegs, image_size):
+    """decode_jpeg + resize of in-memory bytes, as parallel and prefetched as tf.data allows."""
+    def decode_and_resize(image_bytes):
+        image = tf.io.decode_jpeg(image_bytes, channels=3)
+        return tf.image.resize(image, [image_size, image_size])
+    return (tf.data.Dataset.from_tensor_slices(jpegs).repeat()
+            .map(decode_and_resize, num_parallel_calls=tf.data.AUTOTUNE)
+            .batch(BATCH_SIZE, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
+
+
+def make_naive_dataset(file_pattern, params):
+    """TRAIN's preprocessing with sequential reads, a serial map and no prefetch."""
+    def parse(record):
+        parsed = features.parse_example(record)
+        image = image_ops.preprocess_for_train(
+            parsed[features.ENCODED], params["image_size"],
+            min_crop_area=params["min_crop_area"], random_flip=params["random_flip"])
+        return {"image": image}, tf.cast(parsed[features.LABEL], tf.int32)
+    files = input_lib.list_files(file_pattern)
+    return (tf.data.TFRecordDataset(files).shuffle(params["shuffle_buffer"]).repeat()
+            .map(parse).batch(BATCH_SIZE, drop_remainder=True))
+
+
+def time_batches(dataset, seconds, warmup_batches=5):
+    """(images/second, CPU microseconds/image) of a fresh iterator over ~`seconds`.
+
+    A fresh iterator per measurement, deleted afterwards: an idle pipeline's
+    threads would otherwise keep filling its buffers while another is timed.
+    CPU time (all threads of this process) is the steadier figure on a
+    shared machine: it does not count time the cores spent on other jobs.
+    """
+    iterator = iter(dataset)
+    for _ in range(warmup_batches):  # fills the shuffle buffer, starts the threads
+        next(iterator)
+    batches, cpu_start, start = 0, time.process_time(), time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        next(iterator)
+        batches += 1
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    del iterator
+    images = batches * BATCH_SIZE
+    return images / wall, cpu / images * 1e6
+
+
+def make_pipelines(file_pattern, jpegs, image_size):
+    """name -> dataset; input params from trainer/config.py's defaults."""
+    params = dict({k: config.DEFAULTS[k] for k in (
+        "min_crop_area", "random_flip", "shuffle_buffer", "transpose_input",
+        "use_bfloat16", "cache_dataset")}, batch_size=BATCH_SIZE, image_size=image_size)
+    eval_fn = input_lib.make_input_fn(file_pattern, tf.estimator.ModeKeys.EVAL, len(jpegs))
+    return {
+        "raw": make_raw_dataset(jpegs, image_size),
+        "train": input_lib.make_input_fn(file_pattern, tf.estimator.ModeKeys.TRAIN)(params),
+        "eval": eval_fn(params).repeat(),
+        "naive": make_naive_dataset(file_pattern, params),
+    }
+
+
+def measure(datasets, rounds, seconds):
+    """Alternating rounds; returns {name: [(images/s, cpu us/image) per round]}."""
+    results = {name: [] for name in datasets}
+    for _ in range(rounds):
+        for name, dataset in datasets.items():
+            results[name].append(time_batches(dataset, seconds))
+    return results
+
+
+def median_ratio(values, baseline):
+    return statistics.median(v / b for v, b in zip(values, baseline))
+
+
+def report(title, results):
+    """Prints the table; returns train's (wall, CPU) ratios against raw."""
+    rates = {name: [r for r, _ in values] for name, values in results.items()}
+    # Rate-equivalent CPU figure: raw's CPU per image / this pipeline's.
+    cpu = {name: [c for _, c in values] for name, values in results.items()}
+    print(f"\n{title}")
+    print(f"  {'pipeline':<8} {'images/s':>9} {'x raw':>6} {'x naive':>8}"
+          f" {'CPU us/img':>11} {'raw CPU / CPU':>14}")
+    for name in results:
+        print(f"  {name:<8} {statistics.median(rates[name]):>9.0f}"
+              f" {median_ratio(rates[name], rates['raw']):>6.2f}"
+              f" {median_ratio(rates[name], rates['naive']):>8.2f}"
+              f" {statistics.median(cpu[name]):>11.0f}"
+              f" {median_ratio(cpu['raw'], cpu[name]):>14.2f}")
+    wall = median_ratio(rates["train"], rates["raw"])
+    by_cpu = median_ratio(cpu["raw"], cpu["train"])
+    print(f"  train vs raw: {wall:.2f} by images/s, {by_cpu:.2f} by CPU per image "
+          f"(goal >= 0.90): {'MET' if min(wall, by_cpu) >= 0.90 else 'NOT MET'}")
+    return wall, by_cpu
+
+
+def run(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5, help="alternating timing rounds")
+    parser.add_argument("--seconds", type=float, default=2.0, help="per pipeline per round")
+    parser.add_argument("--digits", type=int, default=512, help="32x32 digit JPEGs")
+    parser.add_argument("--photos", type=int, default=256, help="photo-sized JPEGs")
+    args = parser.parse_args(argv)
+    print(f"TensorFlow {tf.__version__}, batch {BATCH_SIZE}, {args.rounds} rounds x "
+          f"{args.seconds}s per pipeline; CPUs seen by TF: "
+          f"{len(tf.config.list_physical_devices('CPU'))}, host cores: {_cores()}")
+    results = {}
+    with tempfile.TemporaryDirectory() as directory:
+        for name, examples, image_size in (
+                ("digits", make_digit_jpegs(args.digits), 32),
+                ("photos", make_photo_jpegs(args.photos), 224)):
+            pattern = write_records(directory, name, examples)
+            datasets = make_pipelines(pattern, [jpeg for jpeg, _ in examples], image_size)
+            results[name] = report(f"{name}: {len(examples)} JPEGs -> {image_size}x{image_size}",
+                                   measure(datasets, args.rounds, args.seconds))
+    return results
+
+
+def _cores():
+    import os
+    return len(os.sched_getaffinity(0))
+
+
+if __name__ == "__main__":
+    run(sys.argv[1:])
