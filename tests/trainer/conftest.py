@@ -8,7 +8,7 @@ import pytest
 TINY_FLAGS = {
     "image_size": "16", "cnn_filters": "4,8", "dense_units": "16", "train_batch_size": "8",
     "eval_batch_size": "8", "train_steps": "4", "steps_per_eval": "2", "warmup_steps": "1",
-    "save_checkpoints_steps": "2", "log_step_count_steps": "2", "save_summary_steps": "2",
+    "save_checkpoints_steps": "2", "log_step_count_steps": "1", "save_summary_steps": "2",
     "num_warmup_images": "2", "shuffle_buffer": "16",
 }
 

@@ -34,6 +34,15 @@ def checkpoint_predictions(run_params, jpegs):
     return np.stack([p[signature.OUTPUT_PROBABILITIES] for p in estimator.predict(input_fn)])
 
 
+def summary_tags(directory):
+    """Tags of the scalar summaries in a directory's TensorBoard event files."""
+    tags = set()
+    for path in tf.io.gfile.glob(f"{directory}/events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            tags.update(value.tag for value in event.summary.value)
+    return tags
+
+
 def check_outputs(params, export_dir):
     out = params["output_dir"]
     records = loop.read_eval_results(out)
@@ -42,6 +51,7 @@ def check_outputs(params, export_dir):
     with open(os.path.join(out, "params.json")) as f:
         assert json.load(f) == params
     assert tf.io.gfile.glob(f"{out}/eval/events.out.tfevents.*")  # TensorBoard eval summaries
+    assert {"loss", "learning_rate", "global_step/sec", "examples/sec"} <= summary_tags(out)
     assert export_dir == os.path.join(out, signature.EXPORT_SUBDIR, "image_classifier", "4")
     best_versions = os.listdir(os.path.join(out, signature.BEST_EXPORT_SUBDIR, "image_classifier"))
     assert len(best_versions) == 1 and best_versions[0].isdigit()

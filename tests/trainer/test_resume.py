@@ -52,5 +52,6 @@ def test_kill_9_mid_training_then_rerun_resumes_to_train_steps(tiny_argv, repo_r
     assert rerun.wait(timeout=300) == 0, (tmp_path / "run2.log").read_text()[-3000:]
     log = (tmp_path / "run2.log").read_text()
     assert f"Resuming from step {killed_at} of {TRAIN_STEPS}" in log
+    assert "global_step/sec: " in log and "examples/sec: " in log  # throughput is logged
     assert checkpoint_step(output_dir) == TRAIN_STEPS
     assert os.path.isdir(os.path.join(output_dir, "export", "image_classifier", str(TRAIN_STEPS)))
