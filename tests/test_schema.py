@@ -55,3 +55,32 @@ def test_fixture_dataset_is_readable(write_tfrecord_dataset):
     labels = [features.parse_example(r)[features.LABEL].numpy()
               for r in tf.data.TFRecordDataset(files)]
     assert sorted(labels) == [0, 0, 0, 1, 1, 2, 2]
+
+
+@pytest.mark.parametrize("label, text, size", [(0, "a", 1), (7, "daisy", 300), (2**40, "étoile", 70000)])
+def test_hand_encoded_example_equals_tensorflows_own(label, text, size):
+    jpeg = bytes(range(256)) * (size // 256 + 1)
+    ours = tf.train.Example.FromString(
+        features.make_example(jpeg, size, size + 1, label, text, "gs://b/é.jpg"))
+    expected = tf.train.Example()
+    feature = expected.features.feature
+    feature[features.ENCODED].bytes_list.value.append(jpeg)
+    feature[features.FORMAT].bytes_list.value.append(b"JPEG")
+    feature[features.HEIGHT].int64_list.value.append(size)
+    feature[features.WIDTH].int64_list.value.append(size + 1)
+    feature[features.CHANNELS].int64_list.value.append(3)
+    feature[features.LABEL].int64_list.value.append(label)
+    feature[features.LABEL_TEXT].bytes_list.value.append(text.encode())
+    feature[features.FILENAME].bytes_list.value.append("gs://b/é.jpg".encode())
+    assert ours == expected
+
+
+def test_writing_records_does_not_import_tensorflow():
+    """Beam workers import the schema and the pipeline; TensorFlow would cost each ~10 s."""
+    import subprocess
+    import sys
+    code = ("import sys, trainer.features, trainer.metadata, preprocess.transforms, preprocess.images;"
+            "trainer.features.make_example(b'x', 1, 1, 0, 'a', 'f');"
+            "print('tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -8,7 +8,8 @@ Labels are 0-based indices into the dataset's ``labels.txt``; there is no
 """
 import sys
 
-import tensorflow as tf
+# No TensorFlow import at module level: Beam workers import this module to
+# write records, and importing TensorFlow costs every worker process ~10 s.
 
 # Bump when a key, dtype or meaning changes; metadata.json records it and the
 # trainer refuses data written with another version.
@@ -26,58 +27,90 @@ FILENAME = "image/filename"        # bytes: the source URI the image came from
 IMAGE_FORMAT = b"JPEG"
 IMAGE_CHANNELS = 3
 
-# Parse spec shared by every reader. Only the keys the input pipeline needs are
-# required; the rest default so that a reader never fails on provenance fields.
-PARSE_SPEC = {
-    ENCODED: tf.io.FixedLenFeature([], tf.string),
-    LABEL: tf.io.FixedLenFeature([], tf.int64),
-    FORMAT: tf.io.FixedLenFeature([], tf.string, default_value=IMAGE_FORMAT),
-    HEIGHT: tf.io.FixedLenFeature([], tf.int64, default_value=0),
-    WIDTH: tf.io.FixedLenFeature([], tf.int64, default_value=0),
-    CHANNELS: tf.io.FixedLenFeature([], tf.int64, default_value=IMAGE_CHANNELS),
-    LABEL_TEXT: tf.io.FixedLenFeature([], tf.string, default_value=b""),
-    FILENAME: tf.io.FixedLenFeature([], tf.string, default_value=b""),
-}
+
+def parse_spec():
+    """The parse spec shared by every reader.
+
+    Only the keys the input pipeline needs are required; the rest default so
+    that a reader never fails on provenance fields.
+    """
+    import tensorflow as tf
+    return {
+        ENCODED: tf.io.FixedLenFeature([], tf.string),
+        LABEL: tf.io.FixedLenFeature([], tf.int64),
+        FORMAT: tf.io.FixedLenFeature([], tf.string, default_value=IMAGE_FORMAT),
+        HEIGHT: tf.io.FixedLenFeature([], tf.int64, default_value=0),
+        WIDTH: tf.io.FixedLenFeature([], tf.int64, default_value=0),
+        CHANNELS: tf.io.FixedLenFeature([], tf.int64, default_value=IMAGE_CHANNELS),
+        LABEL_TEXT: tf.io.FixedLenFeature([], tf.string, default_value=b""),
+        FILENAME: tf.io.FixedLenFeature([], tf.string, default_value=b""),
+    }
 
 
-def _bytes(value):
-    return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
+# tf.train.Example wire format, written directly (protobuf encoding rules):
+#   Example  { Features features = 1; }
+#   Features { map<string, Feature> feature = 1; }   map entry: key = 1, value = 2
+#   Feature  { BytesList bytes_list = 1; Int64List int64_list = 3; }
+#   BytesList { repeated bytes value = 1; }  Int64List { repeated int64 value = 1 [packed]; }
+def _varint(value):
+    value &= (1 << 64) - 1  # int64 two's complement, as protobuf encodes negatives
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
-def _int64(value):
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+def _length_delimited(field_number, payload):
+    return _varint(field_number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _bytes_feature(value):
+    return _length_delimited(1, _length_delimited(1, value))
+
+
+def _int64_feature(value):
+    return _length_delimited(3, _length_delimited(1, _varint(int(value))))
 
 
 def make_example(jpeg_bytes, height, width, label, label_text, filename):
     """Returns a serialized tf.train.Example for one RGB JPEG image.
 
-    Pure protobuf work: safe to call in a Beam worker without a TF session.
+    Pure Python: safe and cheap in a Beam worker, with no TensorFlow import.
+    tests/test_schema.py checks it parses back with tf.train.Example and the parse spec.
     """
     feature = {
-        ENCODED: _bytes(jpeg_bytes),
-        FORMAT: _bytes(IMAGE_FORMAT),
-        HEIGHT: _int64(int(height)),
-        WIDTH: _int64(int(width)),
-        CHANNELS: _int64(IMAGE_CHANNELS),
-        LABEL: _int64(int(label)),
-        LABEL_TEXT: _bytes(label_text.encode("utf-8")),
-        FILENAME: _bytes(filename.encode("utf-8")),
+        ENCODED: _bytes_feature(jpeg_bytes),
+        FORMAT: _bytes_feature(IMAGE_FORMAT),
+        HEIGHT: _int64_feature(height),
+        WIDTH: _int64_feature(width),
+        CHANNELS: _int64_feature(IMAGE_CHANNELS),
+        LABEL: _int64_feature(label),
+        LABEL_TEXT: _bytes_feature(label_text.encode("utf-8")),
+        FILENAME: _bytes_feature(filename.encode("utf-8")),
     }
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+    entries = b"".join(
+        _length_delimited(1, _length_delimited(1, key.encode("utf-8")) + _length_delimited(2, value))
+        for key, value in feature.items())
+    return _length_delimited(1, entries)
 
 
 def parse_example(serialized):
     """Parses one serialized Example (a scalar string tensor) into a dict of tensors."""
-    return tf.io.parse_single_example(serialized, PARSE_SPEC)
+    import tensorflow as tf
+    return tf.io.parse_single_example(serialized, parse_spec())
 
 
 def parse_example_batch(serialized):
     """Parses a [batch] string tensor of Examples; faster than per-record parsing."""
-    return tf.io.parse_example(serialized, PARSE_SPEC)
+    import tensorflow as tf
+    return tf.io.parse_example(serialized, parse_spec())
 
 
 def decode_example_proto(serialized):
     """Returns a plain dict of Python values for one serialized Example (for tools and tests)."""
+    import tensorflow as tf
     example = tf.train.Example.FromString(serialized)
     out = {}
     for key, feature in example.features.feature.items():
@@ -88,6 +121,7 @@ def decode_example_proto(serialized):
 
 
 def main(argv):
+    import tensorflow as tf
     for path in argv[1:]:
         for raw in tf.data.TFRecordDataset(path).take(1):
             record = decode_example_proto(raw.numpy())
