@@ -112,8 +112,16 @@ def read_jpegs(file_pattern, count):
 
 
 def write_warmup(export_dir, params):
-    """Writes TF Serving warmup requests made of a few eval JPEGs, when eval data is given."""
-    from serving import warmup  # needs tensorflow_serving.apis, a serving-only dependency
+    """Writes TF Serving warmup requests made of a few eval JPEGs, when eval data is given.
+
+    Skipped with a warning when tensorflow-serving-api (the "serving" extra) is
+    not installed, as on a training job: the export itself does not need it.
+    """
+    try:
+        from serving import warmup
+    except ImportError as err:
+        logging.warning("No warmup requests for %s: %s (pip install .[serving])", export_dir, err)
+        return None
     jpegs = []
     if params["eval_data_path"] and params["num_warmup_images"]:
         jpegs = read_jpegs(params["eval_data_path"], params["num_warmup_images"])

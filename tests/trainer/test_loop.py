@@ -4,6 +4,7 @@
 """
 import json
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -144,3 +145,11 @@ def test_cpu_run_constructs_no_tpu_resolver(tiny_params, monkeypatch):
 def test_torn_results_line_is_skipped(tmp_path):
     (tmp_path / loop.RESULTS_FILE).write_text('{"global_step": 2, "accuracy": 0.5}\n{"global_st')
     assert loop.read_eval_results(str(tmp_path)) == [{"global_step": 2, "accuracy": 0.5}]
+
+
+def test_export_without_serving_extra_skips_only_the_warmup(tiny_params, tmp_path, monkeypatch):
+    # The import fails as if tensorflow-serving-api were not installed.
+    monkeypatch.setitem(sys.modules, "serving.warmup", None)
+    monkeypatch.delattr(sys.modules["serving"], "warmup")
+    assert export.write_warmup(str(tmp_path), tiny_params) is None
+    assert not (tmp_path / signature.WARMUP_FILE).exists()
