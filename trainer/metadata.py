@@ -39,13 +39,14 @@ def parse_labels(text, source=LABELS_FILE):
     return labels
 
 
-def build_metadata(labels, splits, rejected, rows_read):
+def build_metadata(labels, splits, rejected, rows_read, converted=None):
     """Returns the metadata dict.
 
     labels:   list of label strings; index = label id.
     splits:   {split: {"records": int, "per_label": {label: int}, "shards": int}}
     rejected: {reason: int}, the dead-letter counts.
     rows_read: input rows seen; rows_read == sum(records) + sum(rejected).
+    converted: {kind: int}, images kept but re-encoded (e.g. "png", "grayscale", "resized").
     """
     return {
         "schema_version": features.SCHEMA_VERSION,
@@ -55,6 +56,7 @@ def build_metadata(labels, splits, rejected, rows_read):
         "rows_read": int(rows_read),
         "rejected": dict(sorted(rejected.items())),
         "rejected_total": int(sum(rejected.values())),
+        "converted": dict(sorted((converted or {}).items())),
     }
 
 
