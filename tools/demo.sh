@@ -8,11 +8,23 @@ WORK=${1:-work/demo}
 PY=.venv/bin/python
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 
-echo "== 1/2 demo images: JPEGs in label folders + train.csv/eval.csv under $WORK/images"
+echo "== 1/4 demo images: JPEGs in label folders + train.csv/eval.csv under $WORK/images"
 $PY -m preprocess.demo_data --output_dir "$WORK/images"
 
-echo "== 2/2 Beam pipeline: JPEG -> sharded TFRecords under $WORK/tfrecords"
+echo "== 2/4 Beam pipeline: JPEG -> sharded TFRecords under $WORK/tfrecords"
 $PY -m preprocess.jpeg_to_tfrecord \
   --input_csv "train=$WORK/images/train.csv" \
   --input_csv "eval=$WORK/images/eval.csv" \
   --output_dir "$WORK/tfrecords"
+
+echo "== 3/4 train, evaluate and export with TPUEstimator (CPU) under $WORK/run"
+$PY -m trainer.task \
+  --train_data_path "$WORK/tfrecords/train-*" \
+  --eval_data_path "$WORK/tfrecords/eval-*" \
+  --output_dir "$WORK/run"
+tail -n 1 "$WORK/run/eval_results.jsonl"
+
+echo "== 4/4 serve the export on CPU, classify held-out JPEGs with the client, stop the server"
+mapfile -t HELD_OUT < <(head -n 6 "$WORK/images/eval.csv" | cut -d, -f1)
+$PY -m serving.demo --model_base_path "$WORK/run/export/image_classifier" \
+  --labels "$WORK/tfrecords/labels.txt" "${HELD_OUT[@]}"
