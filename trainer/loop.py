@@ -136,22 +136,31 @@ def export_latest(estimator, params):
     return export.export_model(estimator, params, checkpoint_path, step, export_base)
 
 
+def evaluated_steps(output_dir):
+    return {record["global_step"] for record in read_eval_results(output_dir)}
+
+
 def train_and_evaluate(params):
-    """Trains to train_steps with an evaluation every steps_per_eval; returns the export path."""
+    """Trains to train_steps with an evaluation every steps_per_eval; returns the export path.
+
+    A checkpoint without an eval record (the run was killed before or during
+    its evaluation, or mid-training) is evaluated first, so eval_results.jsonl
+    and the best export never miss a checkpoint the loop stopped at.
+    """
     estimator = make_estimator(params)
     train_input_fn = input_lib.make_input_fn(params["train_data_path"], ModeKeys.TRAIN)
-    _, step = latest_checkpoint(params["output_dir"])
+    output_dir = params["output_dir"]
+    _, step = latest_checkpoint(output_dir)
     if step:
         logging.info("Resuming from step %d of %d", step, params["train_steps"])
-    while step < params["train_steps"]:
-        target = min(step + params["steps_per_eval"], params["train_steps"])
-        estimator.train(train_input_fn, max_steps=target)
-        _, step = latest_checkpoint(params["output_dir"])
-        evaluate_and_record(estimator, params)
-    evaluated = {r["global_step"] for r in read_eval_results(params["output_dir"])}
-    if step not in evaluated:  # killed between the last train and its eval
-        evaluate_and_record(estimator, params)
-    return export_latest(estimator, params)
+    while True:
+        if step and step not in evaluated_steps(output_dir):
+            evaluate_and_record(estimator, params)
+        if step >= params["train_steps"]:
+            return export_latest(estimator, params)
+        estimator.train(train_input_fn, max_steps=min(step + params["steps_per_eval"],
+                                                      params["train_steps"]))
+        _, step = latest_checkpoint(output_dir)
 
 
 def run(params):

@@ -12,6 +12,8 @@ import time
 
 import tensorflow as tf
 
+from trainer import loop
+
 TRAIN_STEPS = 200
 
 
@@ -54,4 +56,6 @@ def test_kill_9_mid_training_then_rerun_resumes_to_train_steps(tiny_argv, repo_r
     assert f"Resuming from step {killed_at} of {TRAIN_STEPS}" in log
     assert "global_step/sec: " in log and "examples/sec: " in log  # throughput is logged
     assert checkpoint_step(output_dir) == TRAIN_STEPS
+    # The checkpoint it resumed from is evaluated too: no stopping point goes unrecorded.
+    assert [r["global_step"] for r in loop.read_eval_results(output_dir)] == [killed_at, TRAIN_STEPS]
     assert os.path.isdir(os.path.join(output_dir, "export", "image_classifier", str(TRAIN_STEPS)))
