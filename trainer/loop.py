@@ -18,7 +18,7 @@ import time
 import tensorflow as tf
 
 from serving import export, signature
-from trainer import config, input as input_lib, model
+from trainer import config, input as input_lib, model, tf_config
 
 RESULTS_FILE = "eval_results.jsonl"
 ModeKeys = tf.estimator.ModeKeys
@@ -43,6 +43,8 @@ def make_run_config(params):
         keep_checkpoint_max=params["keep_checkpoint_max"],
         save_summary_steps=params["save_summary_steps"],
         log_step_count_steps=params["log_step_count_steps"],
+        # Device filters in a TF_CONFIG ps cluster (trainer/tf_config.py); None otherwise.
+        session_config=tf_config.make_session_config(tf_config.read_tf_config()),
         tpu_config=tpu_config)
 
 

@@ -14,7 +14,7 @@ import sys
 
 import tensorflow as tf
 
-from trainer import config, loop
+from trainer import cluster, config
 
 
 def make_parser():
@@ -49,7 +49,7 @@ def main(argv=None):
     except ValueError as err:  # ConfigError, DatasetError: a bad setting, named
         sys.exit(f"error: {err}")
     tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
-    return loop.run(params)
+    return cluster.run(params)  # loop.run, or this task's role of a TF_CONFIG cluster
 
 
 if __name__ == "__main__":
