@@ -52,7 +52,7 @@ def write_images(output_dir, images, labels):
     rows = []
     for index, (pixels, label) in enumerate(zip(images, labels)):
         relative = f"{label}/{index:04d}.jpg"
-        path = os.path.join(output_dir, relative)
+        path = os.path.abspath(os.path.join(output_dir, relative))  # CSVs work from any cwd
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as f:
             f.write(digit_to_jpeg(pixels))
