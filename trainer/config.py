@@ -216,6 +216,9 @@ def add_dataset_info(params):
                               f"train_data_path={params['train_data_path']!r}")
         params.update(labels=labels, num_classes=len(labels))
         params[key] = metadata.split_size(dataset_metadata, split_of(pattern, dataset_metadata))
+        if params[key] == 0:
+            raise ConfigError(f"{pattern!r}: metadata.json counts 0 records in this split (were all "
+                              f"rows rejected? see errors-*.jsonl beside it)")
     if not params.get("labels"):
         raise ConfigError(f"mode={params['mode']!r} needs the labels: pass --eval_data_path, "
                           f"or use an output_dir holding the {PARAMS_FILE} of a training run")

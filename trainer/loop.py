@@ -142,6 +142,20 @@ def evaluated_steps(output_dir):
     return {record["global_step"] for record in read_eval_results(output_dir)}
 
 
+def check_progress(before, after, params):
+    """The new global step; raises if training stopped without advancing it.
+
+    Estimator.train returns quietly when its input ends at once (e.g. no
+    records): without this the loop would retrain from the same step forever.
+    """
+    if after is None or after <= (before or 0):
+        raise RuntimeError(
+            f"training did not advance past global step {before}: the training input "
+            f"{params['train_data_path']!r} yielded no full batch of "
+            f"train_batch_size={params['train_batch_size']}")
+    return after
+
+
 def train_and_evaluate(params):
     """Trains to train_steps with an evaluation every steps_per_eval; returns the export path.
 
@@ -162,7 +176,7 @@ def train_and_evaluate(params):
             return export_latest(estimator, params)
         estimator.train(train_input_fn, max_steps=min(step + params["steps_per_eval"],
                                                       params["train_steps"]))
-        _, step = latest_checkpoint(output_dir)
+        step = check_progress(step, latest_checkpoint(output_dir)[1], params)
 
 
 def run(params):

@@ -49,6 +49,7 @@ def main(argv=None):
     except ValueError as err:  # ConfigError, DatasetError: a bad setting, named
         sys.exit(f"error: {err}")
     tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
+    tf.get_logger().propagate = False  # TF prints its own lines; the root handler would repeat them
     return cluster.run(params)  # loop.run, or this task's role of a TF_CONFIG cluster
 
 

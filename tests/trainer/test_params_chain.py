@@ -91,3 +91,22 @@ def test_tpu_owned_keys_never_reach_the_estimator(tiny_params):
 def test_main_exits_with_the_message_before_training(tiny_argv, capsys):
     with pytest.raises(SystemExit, match="model='vgg' is not one of"):
         task.main(tiny_argv + ["--model=vgg"])
+
+
+def test_a_split_with_no_records_fails_before_training(write_tfrecord_dataset, tmp_path):
+    """Every row rejected upstream leaves a 0-record split; training it would spin forever."""
+    data = write_tfrecord_dataset(counts={"train": 0, "eval": 3}, name="empty")
+    argv = [f"--train_data_path={data}/train-*", f"--eval_data_path={data}/eval-*",
+            f"--output_dir={tmp_path / 'out'}"]
+    with pytest.raises(config.ConfigError, match=r"train-\*'.*0 records"):
+        task.parse_params(argv)
+
+
+def test_training_that_does_not_advance_is_an_error():
+    from trainer import loop
+    params = {"train_data_path": "D/train-*", "train_batch_size": 64}
+    assert loop.check_progress(100, 600, params) == 600
+    with pytest.raises(RuntimeError, match="did not advance past global step 100"):
+        loop.check_progress(100, 100, params)
+    with pytest.raises(RuntimeError, match="did not advance past global step None"):
+        loop.check_progress(None, None, params)
