@@ -1,0 +1,135 @@
+"""TF_CONFIG roles (trainer/tf_config.py, trainer/cluster.py) and the --use_tpu --tpu local path.
+
+The whole cluster runs under gcloud in test_gcloud_local_train.py; here each
+piece runs alone, the done-token handshake with real in-process servers.
+
+    .venv/bin/python -m pytest tests/cloud/test_cluster_roles.py
+"""
+import json
+import socket
+import threading
+
+import pytest
+import tensorflow as tf
+
+from trainer import cluster, loop, task, tf_config
+
+
+def make_tf_config(task_type, index=0, workers=1, chief="chief", ports=None):
+    ports = ports or list(range(2222, 2224 + workers))
+    spec = {chief: [f"localhost:{ports[0]}"], "ps": [f"localhost:{ports[1]}"],
+            "worker": [f"localhost:{port}" for port in ports[2:2 + workers]]}
+    return {"cluster": spec, "task": {"type": task_type, "index": index}, "environment": "cloud"}
+
+
+def free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+def test_read_tf_config_unset_and_bad_json():
+    assert tf_config.read_tf_config({}) == {}
+    assert tf_config.read_tf_config({"TF_CONFIG": ""}) == {}
+    with pytest.raises(tf_config.ClusterError, match=r"TF_CONFIG='\{chief' is not JSON"):
+        tf_config.read_tf_config({"TF_CONFIG": "{chief"})
+
+
+@pytest.mark.parametrize("task_type, index, expected", [
+    ("chief", 0, ["/job:ps", "/job:chief"]),
+    ("master", 0, ["/job:ps", "/job:master"]),
+    ("worker", 1, ["/job:ps", "/job:worker/task:1"]),
+    ("ps", 0, None),
+    ("evaluator", 0, None),
+])
+def test_session_config_filters_devices_of_trainers_only(task_type, index, expected):
+    config = make_tf_config(task_type, index, workers=2, chief="master" if task_type == "master" else "chief")
+    session_config = tf_config.make_session_config(config)
+    assert (None if session_config is None else list(session_config.device_filters)) == expected
+    if session_config is not None:
+        assert session_config.allow_soft_placement
+
+
+@pytest.mark.parametrize("config", [
+    {},  # a local run
+    {"cluster": {}, "task": {}, "environment": "cloud"},  # gcloud local train without --distributed
+    {"cluster": {"chief": ["localhost:2222"]}, "task": {"type": "chief", "index": 0}},  # one node
+])
+def test_without_a_ps_nothing_changes(config):
+    assert not tf_config.is_ps_cluster(config)
+    assert tf_config.make_session_config(config) is None
+
+
+def test_run_config_of_a_worker_has_its_filters(tiny_params, monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", json.dumps(make_tf_config("worker")))
+    run_config = loop.make_run_config(tiny_params)
+    assert run_config.task_type == "worker" and run_config.num_ps_replicas == 1
+    assert list(run_config.session_config.device_filters) == ["/job:ps", "/job:worker/task:0"]
+
+
+def test_no_ps_runs_the_plain_loop(monkeypatch):
+    calls = []
+    monkeypatch.setattr(loop, "run", lambda params: calls.append(params) or "export-path")
+    environ = {"TF_CONFIG": json.dumps({"cluster": {}, "task": {}, "environment": "cloud"})}
+    assert cluster.run({"use_tpu": False}, environ) == "export-path" and len(calls) == 1
+
+
+@pytest.mark.parametrize("task_type, params, error", [
+    ("worker", {"use_tpu": True}, r"use_tpu=True with a parameter-server cluster .*task worker/0"),
+    ("tpu_worker", {"use_tpu": False}, r"task type 'tpu_worker' is not one of"),
+])
+def test_roles_it_cannot_run_are_named(task_type, params, error):
+    environ = {"TF_CONFIG": json.dumps(make_tf_config(task_type))}
+    with pytest.raises(tf_config.ClusterError, match=error):
+        cluster.run(params, environ)
+
+
+def test_evaluator_does_nothing(monkeypatch, caplog):
+    monkeypatch.setattr(loop, "run", lambda params: pytest.fail("an evaluator must not run the loop"))
+    environ = {"TF_CONFIG": json.dumps(make_tf_config("evaluator"))}
+    with caplog.at_level("WARNING"):
+        assert cluster.run({"use_tpu": False}, environ) is None
+    assert "the chief evaluates and exports" in caplog.text
+
+
+def test_ps_serves_until_the_chief_and_every_worker_are_done():
+    ports = free_ports(4)
+    configs = {name: make_tf_config(name.split("/")[0], int(name.split("/")[1]), workers=2, ports=ports)
+               for name in ("ps/0", "chief/0", "worker/0", "worker/1")}
+    servers = {name: cluster.start_server(config) for name, config in configs.items()}
+    ps = threading.Thread(target=cluster.serve_until_done, args=(servers["ps/0"], configs["ps/0"]),
+                          daemon=True)
+    ps.start()
+    for name in ("chief/0", "worker/0"):
+        cluster.signal_done(servers[name], configs[name])
+    ps.join(timeout=2)
+    assert ps.is_alive(), "the ps stopped before worker/1 was done"
+    cluster.signal_done(servers["worker/1"], configs["worker/1"])
+    ps.join(timeout=30)
+    assert not ps.is_alive()
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--use_tpu", "--tpu", "local"], {"tpu": "local", "zone": None, "project": None}),
+    (["--no-use_tpu", "--tpu", "local"], None),  # no resolver, so no TPU is looked for
+])
+def test_tpu_vm_local_resolver_only_with_use_tpu(tiny_argv, monkeypatch, argv, expected):
+    calls = []
+
+    def record_resolver(**kwargs):
+        calls.append(kwargs)
+        raise RuntimeError("no TPU here")
+    monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", record_resolver)
+    params = task.parse_params(tiny_argv + argv)
+    assert params["tpu"] == "local"
+    if expected is None:
+        loop.make_estimator(params)
+        assert calls == []
+    else:
+        with pytest.raises(RuntimeError, match="no TPU here"):
+            loop.make_estimator(params)
+        assert calls == [expected]
