@@ -239,7 +239,7 @@ def build_pipeline(pipeline, config):
     processed = read["rows"] | "ProcessImages" >> transforms.ProcessImages(
         labels, config.max_pixels, config.resize, config.jpeg_quality)
     shard_stats = processed["records"] | "WriteShards" >> transforms.WriteShards(
-        config.output_dir, labels, config.num_shards or None)
+        config.output_dir, labels, config.num_shards or None, config.splits)
     errors = ((read[transforms.ERRORS], processed[transforms.ERRORS])
               | "AllErrors" >> beam.Flatten())
     errors | "WriteErrors" >> transforms.WriteErrors(config.output_dir)

@@ -1,13 +1,20 @@
-"""TFRecord shard files: how many, what they are called, and the record framing.
+"""TFRecord shard files: how many, what they are called, the record framing, and
+how temporary per-bundle pieces are planned into shards and joined.
 
+A TFRecord file is a sequence of self-framed records, so the byte-for-byte
+concatenation of TFRecord files is a valid TFRecord file: the pipeline writes
+pieces next to the image work and joins them, and no image bytes cross a shuffle.
 Written through Beam's FileSystems so local paths, gs:// and the GCS emulator
 behave the same.
 
     python -m preprocess.shards 230e6        # shard count chosen for 230 MB of records
 """
+import collections
 import math
+import shutil
 import struct
 import sys
+import uuid
 
 import google_crc32c
 from apache_beam.io.filesystems import FileSystems
@@ -18,6 +25,13 @@ from apache_beam.io.filesystems import FileSystems
 TARGET_SHARD_BYTES = 100 * 1024 * 1024
 # Far beyond any dataset this project targets; a cap against a mistyped --num_shards.
 MAX_SHARDS = 10_000
+# A temporary piece is closed at 1/8 of a shard, so that packing pieces into
+# shards by size leaves every shard within ~1/8 of the others.
+PIECE_BYTES = TARGET_SHARD_BYTES // 8
+# Open piece files per bundle (each holds a buffer, on GCS an upload thread);
+# beyond this the least recently used is closed and its bucket starts a new piece.
+MAX_OPEN_PIECES = 64
+COPY_CHUNK_BYTES = 8 * 1024 * 1024
 
 
 def choose_num_shards(total_bytes, target_bytes=TARGET_SHARD_BYTES):
@@ -56,6 +70,108 @@ def write_records(path, records):
             f.write(frame_record(record))
             count += 1
     return count
+
+
+def make_temp_dir(output_dir):
+    """DIR/_temp-<random>: one per pipeline, so concurrent jobs never share pieces."""
+    return FileSystems.join(output_dir, f"_temp-{uuid.uuid4().hex[:12]}")
+
+
+class PieceWriter:
+    """Writes framed records into temporary piece files, one open piece per (split, bucket).
+
+    ``close()`` returns one dict per piece: path, split, bucket, records,
+    bytes, per_label ({label id: count}) and converted ({kind: count}).
+    """
+
+    def __init__(self, temp_dir, piece_bytes=PIECE_BYTES, max_open=MAX_OPEN_PIECES):
+        self._temp_dir = temp_dir
+        self._piece_bytes = piece_bytes
+        self._max_open = max_open
+        self._prefix = uuid.uuid4().hex[:12]  # a retried bundle never reuses a name
+        self._open = collections.OrderedDict()  # (split, bucket) -> (file, stats)
+        self._done = []
+
+    def write(self, split, bucket, data, label, conversions):
+        key = (split, bucket)
+        if key not in self._open:
+            self._start_piece(key)
+        self._open.move_to_end(key)
+        f, stats = self._open[key]
+        framed = frame_record(data)
+        f.write(framed)
+        stats["records"] += 1
+        stats["bytes"] += len(framed)
+        stats["per_label"][label] += 1
+        stats["converted"].update(conversions)
+        if stats["bytes"] >= self._piece_bytes:
+            self._finish_piece(key)
+
+    def _start_piece(self, key):
+        if len(self._open) >= self._max_open:
+            self._finish_piece(next(iter(self._open)))
+        split, bucket = key
+        path = FileSystems.join(self._temp_dir,
+                                f"{split}-{bucket}-{self._prefix}-{len(self._done):05d}")
+        f = FileSystems.create(path, mime_type="application/octet-stream",
+                               compression_type="uncompressed")
+        stats = {"path": path, "split": split, "bucket": bucket, "records": 0, "bytes": 0,
+                 "per_label": collections.Counter(), "converted": collections.Counter()}
+        self._open[key] = (f, stats)
+
+    def _finish_piece(self, key):
+        f, stats = self._open.pop(key)
+        f.close()
+        self._done.append(dict(stats, per_label=dict(stats["per_label"]),
+                               converted=dict(stats["converted"])))
+
+    def close(self):
+        while self._open:
+            self._finish_piece(next(iter(self._open)))
+        done, self._done = self._done, []
+        return done
+
+
+def plan_shards(pieces, splits, num_shards=None):
+    """Pieces -> [(split, shard, count, [piece, ...])] for every shard of every split.
+
+    num_shards None: count from the split's bytes (choose_num_shards) and the
+    pieces packed largest first into the emptiest shard. Otherwise a piece's
+    bucket is its shard (the writer bucketed records by hash).
+    """
+    by_split = {split: [] for split in splits}
+    for piece in pieces:
+        by_split.setdefault(piece["split"], []).append(piece)
+    plan = []
+    for split, split_pieces in sorted(by_split.items()):
+        count = num_shards or choose_num_shards(sum(p["bytes"] for p in split_pieces))
+        members = [[] for _ in range(count)]
+        if num_shards:
+            for piece in split_pieces:
+                members[piece["bucket"]].append(piece)
+        else:
+            pack_largest_first(split_pieces, members)
+        plan.extend((split, shard, count, sorted(members[shard], key=lambda p: p["path"]))
+                    for shard in range(count))
+    return plan
+
+
+def pack_largest_first(pieces, bins):
+    """Greedy balanced packing; ties broken by path so a plan is reproducible."""
+    sizes = [0] * len(bins)
+    for piece in sorted(pieces, key=lambda p: (-p["bytes"], p["path"])):
+        emptiest = min(range(len(bins)), key=sizes.__getitem__)
+        bins[emptiest].append(piece)
+        sizes[emptiest] += piece["bytes"]
+
+
+def join_files(path, sources):
+    """Writes the byte-for-byte concatenation of ``sources`` (TFRecord files) to ``path``."""
+    with FileSystems.create(path, mime_type="application/octet-stream",
+                            compression_type="uncompressed") as out:
+        for source in sources:
+            with FileSystems.open(source, compression_type="uncompressed") as f:
+                shutil.copyfileobj(f, out, COPY_CHUNK_BYTES)
 
 
 def write_text(path, text):

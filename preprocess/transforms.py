@@ -231,62 +231,91 @@ class ProgressLog:
 class WriteShards(beam.PTransform):
     """Records -> TFRecord shard files per split; returns one stats dict per shard written.
 
-    num_shards None chooses per split from the records' total size
-    (shards.choose_num_shards), computed in this job from the records themselves.
+    Each bundle writes its records into temporary pieces right where they were
+    made (the records' step and this one fuse), so only small stats go on: no
+    image bytes cross a shuffle. The pieces are then planned into shards
+    (shards.plan_shards: count from the split's bytes, or num_shards with the
+    source URI's hash as the shard) and joined byte for byte, in parallel.
+    The temporary directory is removed at the end, with any piece of a retried bundle.
     """
 
-    def __init__(self, output_dir, labels, num_shards=None):
+    def __init__(self, output_dir, labels, num_shards=None, splits=()):
         super().__init__()
         self._output_dir = output_dir
         self._labels = labels
         self._num_shards = num_shards
+        self._splits = list(splits)
 
     def expand(self, records):
-        sizes = (records
-                 | "Size" >> beam.Map(lambda r: (r.split, len(r.example)))
-                 | "SumSizes" >> beam.CombinePerKey(sum))
-        return (records
-                | "AssignShard" >> beam.Map(assign_shard, beam.pvalue.AsDict(sizes),
-                                            self._num_shards)
-                | "GroupShards" >> beam.GroupByKey()
-                | "Write" >> beam.ParDo(WriteShardFn(self._output_dir),
-                                        beam.pvalue.AsSingleton(self._labels)))
+        temp_dir = shards.make_temp_dir(self._output_dir)
+        pieces = records | "WritePieces" >> beam.ParDo(
+            WritePiecesFn(temp_dir, self._num_shards))
+        shard_stats = (pieces
+                       | "AllPieces" >> beam.combiners.ToList()
+                       | "Plan" >> beam.FlatMap(shards.plan_shards, self._splits,
+                                                self._num_shards)
+                       | "Spread" >> beam.Reshuffle()
+                       | "Join" >> beam.Map(join_shard, self._output_dir,
+                                            beam.pvalue.AsSingleton(self._labels)))
+        _ = (records.pipeline
+             | "Once" >> beam.Create([temp_dir])
+             | "RemoveTemp" >> beam.Map(remove_temp_dir, beam.pvalue.AsList(shard_stats)))
+        return shard_stats
 
 
-def assign_shard(record, split_bytes, num_shards):
-    """-> ((split, shard, num_shards), record); the shard hashes the source URI.
+class WritePiecesFn(beam.DoFn):
+    """Records -> temporary TFRecord pieces; yields each piece's stats when the bundle ends."""
+
+    def __init__(self, temp_dir, num_shards):
+        self._temp_dir = temp_dir
+        self._num_shards = num_shards
+
+    def start_bundle(self):
+        self._writer = shards.PieceWriter(self._temp_dir)
+
+    def process(self, record):
+        self._writer.write(record.split, shard_of(record.source, self._num_shards),
+                           record.example, record.label, record.conversions)
+
+    def finish_bundle(self):
+        for piece in self._writer.close():
+            yield beam.transforms.window.GlobalWindows.windowed_value(piece)
+
+
+def shard_of(source, num_shards):
+    """The shard of a forced --num_shards (None: decided later by size).
 
     Hashing the URI (not the label) gives every shard a mix of all labels, and
     crc32 (unlike hash()) gives every worker the same answer.
     """
-    count = num_shards or shards.choose_num_shards(split_bytes[record.split])
-    shard = zlib.crc32(record.source.encode("utf-8")) % count
-    return (record.split, shard, count), record
+    if not num_shards:
+        return None
+    return zlib.crc32(source.encode("utf-8")) % num_shards
 
 
-class WriteShardFn(beam.DoFn):
-    """((split, shard, num_shards), records) -> writes the file, yields its stats."""
+def join_shard(planned, output_dir, labels):
+    """(split, shard, count, pieces) -> writes the shard, deletes its pieces, returns its stats."""
+    split, shard, num_shards, pieces = planned
+    path = shards.shard_path(output_dir, split, shard, num_shards)
+    shards.join_files(path, [piece["path"] for piece in pieces])
+    if pieces:
+        FileSystems.delete([piece["path"] for piece in pieces])
+    per_label, converted = collections.Counter(), collections.Counter()
+    for piece in pieces:
+        per_label.update({labels[label]: n for label, n in piece["per_label"].items()})
+        converted.update(piece["converted"])
+    count = sum(piece["records"] for piece in pieces)
+    Metrics.counter(NAMESPACE, f"records_written_{split}").inc(count)
+    _LOGGER.info("Wrote %d records to %s", count, path)
+    return {"split": split, "shard": shard, "num_shards": num_shards, "records": count,
+            "per_label": dict(per_label), "converted": dict(converted)}
 
-    def __init__(self, output_dir):
-        self._output_dir = output_dir
 
-    def process(self, element, labels):
-        (split, shard, num_shards), records = element
-        path = shards.shard_path(self._output_dir, split, shard, num_shards)
-        per_label = collections.Counter()
-        converted = collections.Counter()
-
-        def examples():
-            for record in records:
-                per_label[labels[record.label]] += 1
-                converted.update(record.conversions)
-                yield record.example
-
-        count = shards.write_records(path, examples())
-        Metrics.counter(NAMESPACE, f"records_written_{split}").inc(count)
-        _LOGGER.info("Wrote %d records to %s", count, path)
-        yield {"split": split, "shard": shard, "num_shards": num_shards, "records": count,
-               "per_label": dict(per_label), "converted": dict(converted)}
+def remove_temp_dir(temp_dir, _shard_stats):
+    """Runs after every shard is joined (the side input): leftovers are retried bundles'."""
+    shards.delete_matching([FileSystems.join(temp_dir, "*")])
+    if not temp_dir.startswith("gs://") and FileSystems.exists(temp_dir):
+        FileSystems.delete([temp_dir])  # a local folder; on GCS folders do not exist
 
 
 class WriteErrors(beam.PTransform):
@@ -336,11 +365,11 @@ class WriteDatasetFiles(beam.PTransform):
 def write_dataset_files(_, output_dir, splits, labels, shard_stats, rejected, rows_read):
     split_stats = summarize_splits(splits, labels, shard_stats)
     write_missing_shards(output_dir, split_stats, shard_stats)
-    converted = collections.Counter()
+    converted = collections.Counter()  # images re-encoded, by why
     for stats in shard_stats:
         converted.update(stats["converted"])
-    meta = metadata.build_metadata(labels, split_stats, dict(rejected), rows_read)
-    meta["converted"] = dict(sorted(converted.items()))  # images re-encoded, by why
+    meta = metadata.build_metadata(labels, split_stats, dict(rejected), rows_read,
+                                   converted=dict(converted))
     shards.write_text(FileSystems.join(output_dir, metadata.LABELS_FILE),
                       metadata.labels_to_text(labels))
     shards.write_text(FileSystems.join(output_dir, metadata.METADATA_FILE),

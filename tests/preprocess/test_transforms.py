@@ -6,7 +6,7 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from preprocess import transforms
+from preprocess import shards, transforms
 from preprocess.sources import Row
 from tests.conftest import encode_image, pattern_image
 
@@ -72,12 +72,31 @@ def test_write_shards_writes_every_record_once(tmp_path, num_shards):
     with in_process_pipeline() as p:
         labels = p | "Labels" >> beam.Create([["a", "b"]])
         stats = (p | beam.Create(records)
-                 | transforms.WriteShards(str(tmp_path), labels, num_shards))
+                 | transforms.WriteShards(str(tmp_path), labels, num_shards, ["train", "eval"]))
         totals = (stats | beam.Map(lambda s: (s["split"], s["records"], s["per_label"]))
                   | beam.combiners.ToList() | beam.Map(combine_totals))
         assert_that(totals, equal_to([(20, {"a": 10, "b": 10})]))
     expected = 3 if num_shards else 1
-    assert len(list(tmp_path.glob(f"train-*-of-{expected:05d}.tfrecord"))) == expected
+    files = sorted(tmp_path.glob(f"train-*-of-{expected:05d}.tfrecord"))
+    assert len(files) == expected
+    assert len(list(tmp_path.glob("eval-00000-of-*.tfrecord"))) == 1  # empty split, one file
+    assert sorted(r for f in files for r in read_records(f)) == sorted(r.example for r in records)
+    if num_shards:  # a forced count puts each record in the shard its URI hashes to
+        for shard, path in enumerate(files):
+            assert {int(r[7:]) for r in read_records(path)} == {
+                i for i in range(20) if transforms.shard_of(f"{i}.jpg", 3) == shard}
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("_temp")] == []
+
+
+def read_records(path):
+    """The payloads of a TFRecord file, checking the framing (shards.frame_record)."""
+    data, records = path.read_bytes(), []
+    while data:
+        length = int.from_bytes(data[:8], "little")
+        records.append(data[12:12 + length])
+        assert shards.frame_record(records[-1]) == data[:16 + length]
+        data = data[16 + length:]
+    return records
 
 
 def combine_totals(items):
