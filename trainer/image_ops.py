@@ -9,6 +9,7 @@ scalar tf.string of encoded image bytes and returns a float32
 
     python -m trainer.image_ops IMAGE.jpg 64     # print the eval output stats
 """
+import math
 import sys
 
 import tensorflow as tf
@@ -17,8 +18,6 @@ import tensorflow as tf
 # Inception range: wide enough to vary the shape, narrow enough that a digit
 # is not squashed beyond recognition once resized to a square.
 CROP_ASPECT_RATIO_RANGE = (3.0 / 4.0, 4.0 / 3.0)
-# Tries before the sampler falls back to the whole image.
-CROP_MAX_ATTEMPTS = 10
 
 
 def normalize_image(image):
@@ -33,8 +32,9 @@ def normalize_image(image):
 
 def _resize(image, image_size):
     """[h, w, 3] uint8 -> [image_size, image_size, 3] float32 in [0, 255], static shape."""
-    image = tf.image.resize(image, [image_size, image_size], method="bilinear")
-    return tf.ensure_shape(image, [image_size, image_size, 3])
+    # Python ints as the size make the output shape static; no ensure_shape
+    # op, which would cost a per-image op in tf.data.
+    return tf.image.resize(image, [image_size, image_size], method="bilinear")
 
 
 def _center_square(shape):
@@ -68,27 +68,41 @@ def preprocess_for_eval(image_bytes, image_size):
     return normalize_image(_resize(image, image_size))
 
 
-def _sample_crop_window(image_bytes, min_crop_area):
-    """A random crop window [y, x, h, w] covering min_crop_area..1 of the JPEG's area."""
-    shape = tf.image.extract_jpeg_shape(image_bytes)
-    whole_image = tf.constant([0.0, 0.0, 1.0, 1.0], tf.float32, shape=[1, 1, 4])
-    begin, size, _ = tf.image.sample_distorted_bounding_box(
-        shape,
-        bounding_boxes=whole_image,
-        min_object_covered=min_crop_area,
-        aspect_ratio_range=CROP_ASPECT_RATIO_RANGE,
-        area_range=(min_crop_area, 1.0),
-        max_attempts=CROP_MAX_ATTEMPTS,
-        use_image_if_no_bounding_boxes=True)
-    return tf.concat([begin[:2], size[:2]], axis=0)
+def sample_crop_windows(heights, widths, min_crop_area):
+    """Random Inception-style crop windows, vectorized over a batch of image sizes.
+
+    heights, widths: int [n], pixels. Each window covers a uniformly drawn
+    fraction of the area in [min_crop_area, 1] with a log-uniform aspect ratio
+    in CROP_ASPECT_RATIO_RANGE; a side that would overflow the image is clipped
+    and the other grown to keep the area, so min_crop_area=1 is the whole image.
+    Returns int32 [n, 4] windows (y, x, h, w) inside each image.
+    Drawn per batch, not per image: in tf.data each extra per-image op costs
+    about as much as decoding a 32x32 JPEG.
+    """
+    heights = tf.cast(heights, tf.float32)
+    widths = tf.cast(widths, tf.float32)
+    n = tf.shape(heights)[0]
+    area = tf.random.uniform([n], min_crop_area, 1.0) * heights * widths
+    low, high = CROP_ASPECT_RATIO_RANGE
+    ratio = tf.exp(tf.random.uniform([n], math.log(low), math.log(high)))  # width / height
+    crop_w, crop_h = tf.sqrt(area * ratio), tf.sqrt(area / ratio)
+    is_too_wide, is_too_tall = crop_w > widths, crop_h > heights
+    crop_w, crop_h = (
+        tf.where(is_too_wide, widths, tf.where(is_too_tall, area / heights, crop_w)),
+        tf.where(is_too_wide, area / widths, tf.where(is_too_tall, heights, crop_h)))
+    crop_h = tf.clip_by_value(tf.round(crop_h), 1.0, heights)
+    crop_w = tf.clip_by_value(tf.round(crop_w), 1.0, widths)
+    y = tf.floor(tf.random.uniform([n]) * (heights - crop_h + 1.0))
+    x = tf.floor(tf.random.uniform([n]) * (widths - crop_w + 1.0))
+    return tf.cast(tf.stack([y, x, crop_h, crop_w], axis=1), tf.int32)
 
 
-def random_crop_and_resize(image_bytes, image_size, min_crop_area):
+def decode_crop_and_resize(image_bytes, window, image_size):
     """The per-image half of training preprocessing; see preprocess_for_train.
 
+    Decodes only the JPEG's pixels inside window (int32 [4]: y, x, h, w).
     Returns float32 [image_size, image_size, 3] in [0, 255], not yet normalized.
     """
-    window = _sample_crop_window(image_bytes, min_crop_area)
     image = tf.image.decode_and_crop_jpeg(image_bytes, window, channels=3)
     return _resize(image, image_size)
 
@@ -115,10 +129,12 @@ def preprocess_for_train(image_bytes, image_size, *, min_crop_area, random_flip)
       in (0, 1]; 1.0 disables cropping for square images.
     random_flip: mirror left-right with probability 1/2. Off for digits and
       text, which are not mirror invariant.
-    Returns float32 [image_size, image_size, 3]. trainer/input.py runs the two
-    halves separately (per image, then per batch); this composes the same two.
+    Returns float32 [image_size, image_size, 3]. trainer/input.py runs the same
+    three steps, with the windows and the flip+normalize drawn per batch.
     """
-    image = random_crop_and_resize(image_bytes, image_size, min_crop_area)
+    shape = tf.image.extract_jpeg_shape(image_bytes)  # [h, w, channels]
+    window = sample_crop_windows(shape[:1], shape[1:2], min_crop_area)[0]
+    image = decode_crop_and_resize(image_bytes, window, image_size)
     return flip_and_normalize_batch(image[tf.newaxis], random_flip)[0]
 
 

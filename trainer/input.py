@@ -34,9 +34,6 @@ from trainer import features, image_ops
 
 ModeKeys = tf.estimator.ModeKeys
 AUTOTUNE = tf.data.AUTOTUNE
-# Images of one training batch decoded concurrently (tf.map_fn parallel_iterations);
-# several batches also run at once (map num_parallel_calls=AUTOTUNE).
-CROP_PARALLELISM = 8
 
 
 def list_files(file_pattern):
@@ -143,32 +140,41 @@ def make_train_dataset(files, params):
     # example repeats before every other one has been seen once.
     dataset = dataset.shuffle(int(params["shuffle_buffer"]), reshuffle_each_iteration=True)
     dataset = dataset.repeat()
-    # Batch the serialized records, then parse and preprocess a whole batch per
-    # call: on small images a per-example map costs more than the JPEG decode.
-    # drop_remainder=True: the TPU compiles for one static batch shape, and
-    # the stream is endless, so nothing is dropped.
-    dataset = dataset.batch(int(params["batch_size"]), drop_remainder=True)
-    return dataset.map(_make_train_batch_fn(params), num_parallel_calls=AUTOTUNE,
-                       deterministic=False)
+    # Parse, draw crop windows, flip and normalize per batch; only the JPEG
+    # decode and resize run per image: in tf.data each per-image op costs
+    # about as much as decoding a 32x32 JPEG. drop_remainder=True: the TPU
+    # compiles for one static batch shape, and the stream is endless.
+    batch_size, image_size = int(params["batch_size"]), int(params["image_size"])
+    dataset = dataset.batch(batch_size, drop_remainder=True)
+    dataset = dataset.map(_make_parse_and_sample_fn(params), num_parallel_calls=AUTOTUNE)
+    dataset = dataset.unbatch().map(
+        lambda image_bytes, window, label: (
+            image_ops.decode_crop_and_resize(image_bytes, window, image_size), label),
+        num_parallel_calls=AUTOTUNE, deterministic=False)
+    dataset = dataset.batch(batch_size, drop_remainder=True)
+    return dataset.map(_make_augment_batch_fn(params), num_parallel_calls=AUTOTUNE)
 
 
-def _make_train_batch_fn(params):
-    image_size = int(params["image_size"])
-    min_crop_area = float(params["min_crop_area"])
-
-    def crop(image_bytes):
-        return image_ops.random_crop_and_resize(image_bytes, image_size, min_crop_area)
-
-    def train_batch(records):
+def _make_parse_and_sample_fn(params):
+    """[B] records -> ([B] JPEG bytes, [B, 4] crop windows, [B] int32 labels)."""
+    def parse_and_sample(records):
         parsed = features.parse_example_batch(records)
-        # map_fn's parallel_iterations lets large photos of one batch decode
-        # on several cores at once.
-        images = tf.map_fn(crop, parsed[features.ENCODED], parallel_iterations=CROP_PARALLELISM,
-                           fn_output_signature=tf.TensorSpec([image_size, image_size, 3], tf.float32))
+        # The schema stores each image's size, so windows need no JPEG header read.
+        heights, widths = parsed[features.HEIGHT], parsed[features.WIDTH]
+        check = tf.debugging.assert_positive(
+            tf.minimum(heights, widths),
+            message=f"records without {features.HEIGHT}/{features.WIDTH}: rebuild the TFRecords")
+        with tf.control_dependencies([check]):
+            windows = image_ops.sample_crop_windows(heights, widths, float(params["min_crop_area"]))
+        return parsed[features.ENCODED], windows, tf.cast(parsed[features.LABEL], tf.int32)
+    return parse_and_sample
+
+
+def _make_augment_batch_fn(params):
+    def augment_batch(images, labels):
         images = image_ops.flip_and_normalize_batch(images, bool(params["random_flip"]))
-        labels = tf.cast(parsed[features.LABEL], tf.int32)
         return {"image": images, "weight": tf.ones_like(labels, tf.float32)}, labels
-    return train_batch
+    return augment_batch
 
 
 def make_eval_dataset(files, num_examples, params):
@@ -218,7 +224,8 @@ def make_input_fn(file_pattern, mode, num_examples=None):
             dataset = make_train_dataset(files, params)
         else:
             dataset = make_eval_dataset(files, int(num_examples), params)
-        dataset = dataset.map(_finalize_batch(params), num_parallel_calls=AUTOTUNE)
+        if params["use_bfloat16"] or params["transpose_input"]:
+            dataset = dataset.map(_finalize_batch(params), num_parallel_calls=AUTOTUNE)
         return dataset.prefetch(AUTOTUNE)
     return input_fn
 

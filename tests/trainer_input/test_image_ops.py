@@ -89,3 +89,26 @@ def test_normalize_image_maps_0_255_to_minus_1_1():
 def test_corrupt_bytes_raise():
     with pytest.raises(tf.errors.InvalidArgumentError):
         eval_op(tf.constant(b"not an image"))
+
+
+@pytest.mark.parametrize("min_crop_area", [0.08, 0.5, 0.85])
+def test_crop_windows_stay_inside_and_cover_the_asked_area(min_crop_area):
+    heights = tf.constant([32, 480, 300, 7] * 500)
+    widths = tf.constant([32, 640, 200, 9] * 500)
+    y, x, h, w = np.moveaxis(
+        image_ops.sample_crop_windows(heights, widths, min_crop_area).numpy(), 1, 0)
+    heights, widths = heights.numpy(), widths.numpy()
+    assert (y >= 0).all() and (x >= 0).all() and (h >= 1).all() and (w >= 1).all()
+    assert (y + h <= heights).all() and (x + w <= widths).all()
+    big = heights > 100  # rounding dominates on tiny images
+    fraction = (h * w / (heights * widths))[big]
+    assert fraction.min() >= min_crop_area * 0.97 and fraction.max() <= 1.0
+    assert fraction.mean() == pytest.approx((1 + min_crop_area) / 2, abs=0.05)
+    assert len(set(zip(y, x, h, w))) > 500  # random windows and positions (of 2,000)
+
+
+def test_crop_windows_with_min_area_1_are_the_whole_image():
+    heights, widths = tf.constant([32, 480, 300] * 50), tf.constant([32, 640, 200] * 50)
+    windows = image_ops.sample_crop_windows(heights, widths, 1.0).numpy()
+    expected = np.stack([np.zeros(150), np.zeros(150), heights, widths], axis=1)
+    np.testing.assert_array_equal(windows, expected)
