@@ -32,9 +32,14 @@ from apache_beam.runners.portability.portable_runner import JobServiceHandle
 from preprocess import images, shards, splits, transforms
 from trainer import metadata
 
-# The local default: Beam's FnApiRunner with one worker process per core. Beam
-# 2.72's DirectRunner would first try to download and start a Prism binary.
+# The local default: Beam's FnApiRunner with one worker per core. Beam 2.72's
+# DirectRunner would first try to download and start a Prism binary.
 LOCAL_RUNNER = "FnApiRunner"
+# Worker threads, not processes: a worker process imports Beam first (10-15 s
+# each on 2 busy cores, measured by bench/bench_preprocess.py), while PIL
+# releases the GIL as it reads, decodes and encodes, so threads use the cores too.
+# --direct_running_mode multi_processing suits Python-heavy per-image work.
+LOCAL_RUNNING_MODE = "multi_threading"
 LOCAL_RUNNERS = ("FnApiRunner", "DirectRunner", "SwitchingDirectRunner",
                  "BundleBasedDirectRunner", "PrismRunner", "TestDirectRunner")
 # Shipped to remote workers so that they can import preprocess/ and trainer/.
@@ -187,7 +192,7 @@ def build_pipeline_options(pipeline_args):
     if runner == LOCAL_RUNNER:
         direct = options.view_as(DirectOptions)
         if "--direct_running_mode" not in typed:
-            direct.direct_running_mode = "multi_processing"
+            direct.direct_running_mode = LOCAL_RUNNING_MODE
         if "--direct_num_workers" not in typed:
             direct.direct_num_workers = 0  # 0 = one worker per core
         set_local_worker_logging(options, typed)
@@ -253,6 +258,7 @@ def remove_stale_outputs(config):
     """A rerun with another shard count must not leave old shards for the trainer's glob."""
     patterns = [shards.shard_glob(config.output_dir, split) for split in config.splits]
     patterns.append(FileSystems.join(config.output_dir, "errors-*.jsonl"))
+    patterns.append(FileSystems.join(config.output_dir, "_temp-*", "*"))  # a crashed run's
     for name in (metadata.METADATA_FILE, metadata.LABELS_FILE):
         patterns.append(FileSystems.join(config.output_dir, name))
     deleted = shards.delete_matching(patterns)
@@ -265,8 +271,8 @@ def log_local_workers(options):
     direct = options.view_as(DirectOptions)
     if direct.direct_running_mode == "multi_processing":
         workers = direct.direct_num_workers or os.cpu_count()
-        # Say why the first seconds are quiet: each worker imports Beam and TensorFlow.
-        _LOGGER.info("Starting %d local worker processes (start-up takes 10-20 s)", workers)
+        # Say why the first seconds are quiet: each worker process imports Beam first.
+        _LOGGER.info("Starting %d local worker processes (start-up takes 10-15 s)", workers)
 
 
 def format_summary(meta):

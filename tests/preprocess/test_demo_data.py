@@ -43,7 +43,7 @@ def test_changed_settings_rebuild(demo_dir, monkeypatch):
 
 
 def test_default_local_run_on_demo_data(demo_dir, tmp_path):
-    """No runner flags: the FnApiRunner with one worker process per core, offline."""
+    """No runner flags: the FnApiRunner with one worker thread per core, offline."""
     meta = jpeg_to_tfrecord.run([
         "--input_csv", f"train={demo_dir}/train.csv", "--input_csv", f"eval={demo_dir}/eval.csv",
         "--output_dir", str(tmp_path)])

@@ -62,6 +62,20 @@ def test_every_rejection_is_a_dead_letter_with_source_label_and_reason(hostile_r
     assert fish[0]["label"] == "fish" and fish[0]["source"].endswith("images/fish.jpg")
 
 
+def test_worker_processes_give_the_same_outputs(hostile_corpus, hostile_run):
+    """multi_processing: DoFns pickled into worker processes that write the pieces."""
+    meta, _, _ = hostile_run
+    out = hostile_corpus["dir"] / "processes"
+    again = jpeg_to_tfrecord.run([
+        "--input_csv", f"train={hostile_corpus['train']}",
+        "--input_csv", f"eval={hostile_corpus['eval']}",
+        "--labels_file", str(hostile_corpus["labels"]), "--output_dir", str(out),
+        "--direct_running_mode", "multi_processing", "--direct_num_workers", "2"])
+    assert again == meta
+    assert len(read_split(out, "train")) == 9
+    assert not list(out.glob("_temp-*/*"))
+
+
 def test_records_read_back_with_the_trainer_parse_spec(hostile_run):
     import tensorflow as tf
     from trainer import features
@@ -142,7 +156,7 @@ def test_local_default_uses_every_core_offline():
     options = jpeg_to_tfrecord.build_pipeline_options([])
     direct = options.view_as(DirectOptions)
     assert options.view_as(StandardOptions).runner == "FnApiRunner"
-    assert (direct.direct_running_mode, direct.direct_num_workers) == ("multi_processing", 0)
+    assert (direct.direct_running_mode, direct.direct_num_workers) == ("multi_threading", 0)
     assert options.view_as(SetupOptions).setup_file is None
     typed = jpeg_to_tfrecord.build_pipeline_options(["--direct_num_workers", "1"])
     assert typed.view_as(DirectOptions).direct_num_workers == 1
