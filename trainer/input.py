@@ -122,8 +122,8 @@ def _finalize_batch(params):
     return finalize
 
 
-def make_train_dataset(files, params):
-    """Shuffled, repeated, augmented batches of params["batch_size"]."""
+def read_train_records(files, params):
+    """This host's serialized records: shuffled file order, parallel reads, shuffled, endless."""
     num_shards, shard_index = input_shard(params)
     dataset = tf.data.Dataset.from_tensor_slices(files)
     shard_files = len(files) >= num_shards
@@ -139,7 +139,12 @@ def make_train_dataset(files, params):
     # First shuffle and then repeat, so each epoch is a new permutation and no
     # example repeats before every other one has been seen once.
     dataset = dataset.shuffle(int(params["shuffle_buffer"]), reshuffle_each_iteration=True)
-    dataset = dataset.repeat()
+    return dataset.repeat()
+
+
+def make_train_dataset(files, params):
+    """Shuffled, repeated, augmented batches of params["batch_size"]."""
+    dataset = read_train_records(files, params)
     # Parse, draw crop windows, flip and normalize per batch; only the JPEG
     # decode and resize run per image: in tf.data each per-image op costs
     # about as much as decoding a 32x32 JPEG. drop_remainder=True: the TPU

@@ -191,3 +191,14 @@ def test_bad_params_are_rejected_by_name(write_tfrecord_dataset, key, value):
     input_fn = input_lib.make_input_fn(str(data / "train-*"), ModeKeys.TRAIN)
     with pytest.raises(ValueError, match=key):
         input_fn(make_params(**{key: value}))
+
+
+def test_train_records_without_stored_size_fail_loudly(tmp_path, make_jpeg):
+    from trainer import features
+    with tf.io.TFRecordWriter(str(tmp_path / "train-0")) as writer:
+        for i in range(4):
+            writer.write(features.make_example(make_jpeg(seed=i), 0, 0, 0, "a", f"{i}.jpg"))
+    dataset = input_lib.make_input_fn(str(tmp_path / "train-*"), ModeKeys.TRAIN)(
+        make_params(batch_size=2))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="image/height"):
+        next(iter(dataset))
