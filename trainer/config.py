@@ -31,7 +31,7 @@ DEFAULTS = {
     "train_data_path": None,   # glob of training TFRecords, e.g. DIR/train-*
     "eval_data_path": None,    # glob of evaluation TFRecords, e.g. DIR/eval-*
     "output_dir": None,        # checkpoints, params.json, eval_results.jsonl, exports
-    "mode": "train_and_eval",  # or "evaluate" / "export": act on an existing output_dir
+    "mode": "train_and_eval",  # or "evaluate" / "export" / "predict": act on an existing output_dir
     # --- TPU. Off by default: the same TPUEstimator then runs on CPU/GPU. ---
     "use_tpu": False,
     "tpu": None,               # TPU name or grpc:// address; unset = the resolver's default
@@ -75,11 +75,18 @@ DEFAULTS = {
     "log_step_count_steps": 100,    # steps/sec and examples/sec are logged this often
     "serving_model_name": "image_classifier",  # OUT/export/<serving_model_name>/<version>/
     "num_warmup_images": 4,         # eval JPEGs written as TF Serving warmup requests
+    # --- Batch prediction (mode predict; trainer/predict.py). ---
+    "predict_input": None,          # CSV of 'uri[,label]' lines (the pipeline's format) or a TFRecord glob
+    "predict_format": "jsonl",      # "jsonl" (sharded, for pipelines) or "csv" (one file, for people)
+    "predict_output_dir": None,     # unset = OUT/predictions, beside the model that made them
+    "predict_export_dir": None,     # a SavedModel to predict with; unset = the latest checkpoint
+    "predict_records_per_shard": 10000,  # JSON-lines shard size: ~2 MB of records, easy to stream
 }
 
 # Read from the dataset's labels.txt / metadata.json; never set by the user.
 DATASET_KEYS = ("num_classes", "labels", "num_train_examples", "num_eval_examples")
-MODES = ("train_and_eval", "evaluate", "export")
+MODES = ("train_and_eval", "evaluate", "export", "predict")
+PREDICT_FORMATS = ("jsonl", "csv")
 OPTIMIZERS = ("momentum", "adam")
 # Owned by TPUEstimator: it adds them to params itself.
 TPU_ESTIMATOR_KEYS = ("batch_size", "context", "use_tpu")
@@ -234,12 +241,14 @@ def validate(params):
     from trainer import nets  # imported here: nets imports this module for its defaults
     if params["model"] not in nets.NETWORKS:
         raise ConfigError(f"model={params['model']!r} is not one of {sorted(nets.NETWORKS)}")
+    validate_predict(params)
     if params["optimizer"] not in OPTIMIZERS:
         raise ConfigError(f"optimizer={params['optimizer']!r} is not one of {list(OPTIMIZERS)}")
     for key in ("train_batch_size", "eval_batch_size", "predict_batch_size", "train_steps",
                 "steps_per_eval", "iterations_per_loop", "num_cores", "top_k",
                 "save_checkpoints_steps", "keep_checkpoint_max", "log_step_count_steps",
-                "save_summary_steps", "learning_rate_batch_size", "resnet_width", "dense_units"):
+                "save_summary_steps", "learning_rate_batch_size", "resnet_width", "dense_units",
+                "predict_records_per_shard"):
         if params[key] < 1:
             raise ConfigError(f"{key}={params[key]} must be >= 1")
     for key in ("learning_rate", "weight_decay", "warmup_steps", "momentum", "num_warmup_images"):
@@ -257,6 +266,15 @@ def validate(params):
                 raise ConfigError(f"{key}={params[key]} must be divisible by "
                                   f"num_cores={params['num_cores']} (each TPU core gets an equal share)")
     return params
+
+
+def validate_predict(params):
+    """Mode predict needs an input; the output format is one of PREDICT_FORMATS."""
+    if params["mode"] == "predict" and not params["predict_input"]:
+        raise ConfigError("mode='predict' needs predict_input (a CSV of image URIs or a TFRecord glob)")
+    if params["predict_format"] not in PREDICT_FORMATS:
+        raise ConfigError(f"predict_format={params['predict_format']!r} is not one of "
+                          f"{list(PREDICT_FORMATS)}")
 
 
 def resolve(flag_values, config_file=None):

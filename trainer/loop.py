@@ -18,7 +18,7 @@ import time
 import tensorflow as tf
 
 from serving import export, signature
-from trainer import config, input as input_lib, model, tf_config
+from trainer import config, input as input_lib, model, predict, tf_config
 
 RESULTS_FILE = "eval_results.jsonl"
 ModeKeys = tf.estimator.ModeKeys
@@ -188,4 +188,6 @@ def run(params):
     estimator = make_estimator(params)
     if params["mode"] == "evaluate":
         return evaluate_and_record(estimator, params)
+    if params["mode"] == "predict":
+        return predict.run_predict(estimator, params, latest_checkpoint(params["output_dir"])[0])
     return export_latest(estimator, params)

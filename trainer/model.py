@@ -160,6 +160,8 @@ def make_predict_spec(logits, features, params):
         signature.OUTPUT_PROBABILITIES: tf.nn.softmax(logits),      # [B, C] float32
         signature.OUTPUT_CLASS_IDS: tf.argmax(logits, axis=1),      # [B] int64
     }
+    if "index" in features:  # batch prediction (trainer/predict.py): -1 marks a padding row
+        predictions["index"] = features["index"]                # [B] int32
     if params["use_tpu"]:  # strings cannot live on the TPU; the host maps ids to names
         return TPUEstimatorSpec(ModeKeys.PREDICT, predictions=predictions)
     labels = tf.constant(params["labels"], tf.string, name="label_names")

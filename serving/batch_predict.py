@@ -1,0 +1,171 @@
+"""Entry point: batch prediction on many CPU machines with Beam's RunInference.
+
+Reads the image URIs of a CSV ('uri[,label]', the pipeline's format), loads and
+checks each image (serving/batch_inputs.py; bad ones become error records and
+counters), runs the exported SavedModel through apache_beam.ml.inference's
+RunInference with SavedModelHandler, and writes one JSON line (or CSV row) per
+input image (serving/batch_outputs.py, the same records as trainer/predict.py).
+
+    .venv/bin/python -m serving.batch_predict --input_csv work/demo/images/eval.csv \\
+        --model_dir work/demo/run/export/image_classifier/1500 --output /tmp/preds/predictions
+    .venv/bin/python -m serving.batch_predict --input_csv gs://B/images.csv \\
+        --model_dir gs://B/run/export/image_classifier/1500 --output gs://B/preds/predictions \\
+        --runner DataflowRunner --project P --region us-central1 --temp_location gs://B/tmp
+
+Runs offline on every local core by default, configured exactly as the
+preprocessing pipeline (preprocess/jpeg_to_tfrecord.py); every option not
+defined here is a Beam pipeline option (--runner, --max_num_workers, ...).
+"""
+import argparse
+import json
+import logging
+
+import apache_beam as beam
+from apache_beam.metrics.metric import Metrics, MetricsFilter
+from apache_beam.ml.inference.base import (
+    KeyedModelHandler, ModelHandler, PredictionResult, RunInference)
+
+from preprocess import jpeg_to_tfrecord
+from serving import batch_inputs, batch_outputs, export_predictor
+from trainer import config
+
+METRICS_NAMESPACE = "batch_predict"
+ERRORS_TAG = "errors"
+_LOGGER = logging.getLogger(__name__)
+
+
+class SavedModelHandler(ModelHandler):
+    """RunInference's extension point for an Estimator export: JPEG bytes in, probabilities out.
+
+    Beam's own TFModelHandlerTensor loads with tf.keras.models.load_model, which
+    does not load an Estimator's TF1-style export, and importing Beam's
+    tensorflow_inference module needs tensorflow-hub (whose tf-keras pulls a
+    newer TensorFlow). This handler needs neither: it loads the SavedModel's
+    serving signature with serving/export_predictor.py. Batching is Beam's
+    (min_batch_size / max_batch_size, through BatchElements).
+    """
+
+    def __init__(self, export_dir, *, min_batch_size=None, max_batch_size=None):
+        super().__init__(min_batch_size=min_batch_size, max_batch_size=max_batch_size)
+        self._export_dir = export_dir
+
+    def load_model(self):
+        return export_predictor.load_export(self._export_dir)
+
+    def run_inference(self, batch, model, inference_args=None):
+        """One PredictionResult per JPEG; inference = (probabilities [C], class names)."""
+        probabilities = export_predictor.predict_probabilities(model, batch)
+        return [PredictionResult(jpeg, (row, model.labels)) for jpeg, row in zip(batch, probabilities)]
+
+    def get_num_bytes(self, batch):
+        return sum(len(jpeg) for jpeg in batch)
+
+    def get_metrics_namespace(self):
+        return METRICS_NAMESPACE
+
+
+class LoadImages(beam.DoFn):
+    """uri -> (uri, checked JPEG bytes); unusable images go to the errors output, counted."""
+
+    def process(self, item):
+        image = item if isinstance(item, batch_inputs.InputImage) else batch_inputs.load_uri(item)
+        if image.error:
+            Metrics.counter(METRICS_NAMESPACE, f"error_{image.error[0]}").inc()
+            yield beam.pvalue.TaggedOutput(
+                ERRORS_TAG, batch_outputs.make_error_record(image.uri, *image.error))
+            return
+        yield image.uri, image.jpeg
+
+
+def make_record(keyed_result, top_k):
+    uri, result = keyed_result
+    probabilities, labels = result.inference
+    Metrics.counter(METRICS_NAMESPACE, "predicted").inc()
+    return batch_outputs.make_prediction_record(uri, probabilities, labels, top_k)
+
+
+class PredictImages(beam.PTransform):
+    """PCollection of image URIs -> PCollection of records, one per URI (prediction or error)."""
+
+    def __init__(self, model_handler, top_k):
+        super().__init__()
+        self._model_handler = model_handler
+        self._top_k = top_k
+
+    def expand(self, uris):
+        loaded = (uris | "Spread" >> beam.Reshuffle()
+                  | "LoadImages" >> beam.ParDo(LoadImages()).with_outputs(ERRORS_TAG, main="images"))
+        predicted = (loaded.images
+                     | "RunInference" >> RunInference(KeyedModelHandler(self._model_handler))
+                     | "Format" >> beam.Map(make_record, self._top_k))
+        return (predicted, loaded[ERRORS_TAG]) | "AllRecords" >> beam.Flatten()
+
+
+def write_records(records, output, output_format):
+    """JSON-lines shards OUTPUT-NNNNN-of-NNNNN.jsonl, or one OUTPUT.csv with a header."""
+    if output_format == "csv":
+        return (records | "ToCsv" >> beam.Map(batch_outputs.to_csv_line)
+                | "WriteCsv" >> beam.io.WriteToText(
+                    output, file_name_suffix=".csv", num_shards=1, shard_name_template="",
+                    header=",".join(batch_outputs.CSV_COLUMNS)))
+    return (records | "ToJson" >> beam.Map(batch_outputs.to_json_line)
+            | "WriteJsonl" >> beam.io.WriteToText(output, file_name_suffix=".jsonl"))
+
+
+def make_parser():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--input_csv", required=True, help="CSV of 'uri[,label]' lines")
+    parser.add_argument("--model_dir", required=True, help="an export version directory")
+    parser.add_argument("--output", required=True, help="output path prefix")
+    parser.add_argument("--format", default="jsonl", choices=batch_outputs.FORMATS)
+    parser.add_argument("--top_k", type=int, default=config.DEFAULTS["top_k"])
+    parser.add_argument("--min_batch_size", type=int, default=1)
+    parser.add_argument("--max_batch_size", type=int, default=config.DEFAULTS["eval_batch_size"])
+    return parser
+
+
+def parse_args(argv):
+    args, pipeline_args = make_parser().parse_known_args(argv)
+    if args.top_k < 1:
+        raise ValueError(f"--top_k={args.top_k} must be >= 1")
+    if not 1 <= args.min_batch_size <= args.max_batch_size:
+        raise ValueError(f"--min_batch_size={args.min_batch_size} must be in "
+                         f"[1, --max_batch_size={args.max_batch_size}]")
+    return args, pipeline_args
+
+
+def build_pipeline(pipeline, args):
+    uris = (pipeline | "CsvPath" >> beam.Create([args.input_csv])
+            | "ReadUris" >> beam.FlatMap(batch_inputs.read_csv_uris))
+    handler = SavedModelHandler(args.model_dir, min_batch_size=args.min_batch_size,
+                                max_batch_size=args.max_batch_size)
+    records = uris | "Predict" >> PredictImages(handler, args.top_k)
+    return write_records(records, args.output, args.format)
+
+
+def summarize_metrics(result):
+    """{"predicted": n, "errors": {reason: n}} from the job's counters."""
+    counters = result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))["counters"]
+    values = {c.key.metric.name: c.committed or c.attempted or 0 for c in counters}
+    errors = {name[len("error_"):]: n for name, n in sorted(values.items()) if name.startswith("error_")}
+    return {"predicted": values.get("predicted", 0), "errors": errors}
+
+
+def run(argv=None):
+    """Runs the job to completion; returns the summary dict it prints."""
+    args, pipeline_args = parse_args(argv)
+    options = jpeg_to_tfrecord.build_pipeline_options(pipeline_args)
+    pipeline = beam.Pipeline(runner=jpeg_to_tfrecord.make_runner(options), options=options)
+    build_pipeline(pipeline, args)
+    result = pipeline.run()
+    state = result.wait_until_finish()
+    if state != beam.runners.runner.PipelineState.DONE:
+        raise RuntimeError(f"pipeline ended in state {state}")
+    summary = summarize_metrics(result)
+    print(json.dumps(summary, sort_keys=True), flush=True)
+    return summary
+
+
+if __name__ == "__main__":
+    jpeg_to_tfrecord.configure_logging()
+    run()

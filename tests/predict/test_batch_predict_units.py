@@ -1,0 +1,66 @@
+"""Focused tests of the batch-prediction pieces: padding count, records, CSV lines, config.
+
+    .venv/bin/python -m pytest tests/predict/test_batch_predict_units.py
+"""
+import csv
+import io
+
+import pytest
+
+from serving import batch_inputs, batch_outputs
+from trainer import config, predict
+
+
+@pytest.mark.parametrize("num_images,batch_size,expected", [
+    (11, 4, 12), (12, 4, 12), (1, 8, 8), (0, 8, 0), (17, 8, 24)])
+def test_padded_count_is_whole_batches(num_images, batch_size, expected):
+    assert predict.padded_count(num_images, {"batch_size": batch_size}) == expected
+
+
+def test_predict_input_fn_pads_with_index_minus_one(make_jpeg):
+    jpegs = [make_jpeg(seed=i, height=10 + i) for i in range(5)]
+    dataset = predict.make_predict_input_fn(jpegs)(
+        {"batch_size": 4, "image_size": 8, "use_bfloat16": False, "transpose_input": False})
+    batches = list(dataset)
+    assert [b["image"].shape.as_list() for b in batches] == [[4, 8, 8, 3]] * 2
+    assert [i for b in batches for i in b[predict.INDEX_KEY].numpy()] == [0, 1, 2, 3, 4, -1, -1, -1]
+
+
+def test_prediction_record_ranks_top_k():
+    record = batch_outputs.make_prediction_record("a.jpg", [0.1, 0.7, 0.2], ["x", "y", "z"], 2)
+    assert record == {"uri": "a.jpg", "class_index": 1, "class": "y",
+                      "top_k": [{"class": "y", "probability": 0.7},
+                                {"class": "z", "probability": 0.2}]}
+
+
+@pytest.mark.parametrize("record,expected", [
+    ({"uri": "a,b.jpg", "class_index": 0, "class": "x",
+      "top_k": [{"class": "x", "probability": 0.75}, {"class": "y", "probability": 0.25}]},
+     ["a,b.jpg", "0", "x", "0.75", "x;y", "0.75;0.25", ""]),
+    (batch_outputs.make_error_record("c.jpg", "corrupt_image", "bad"),
+     ["c.jpg", "", "", "", "", "", "corrupt_image: bad"]),
+])
+def test_csv_line_round_trips(record, expected):
+    assert next(csv.reader(io.StringIO(batch_outputs.to_csv_line(record)))) == expected
+
+
+@pytest.mark.parametrize("line,expected", [
+    ("a.jpg,cat", "/d/a.jpg"), ("a.jpg", "/d/a.jpg"), ("gs://b/a.jpg,", "gs://b/a.jpg")])
+def test_uri_lines_with_or_without_label(line, expected):
+    assert batch_inputs.parse_uri_line(line, "/d") == expected
+
+
+@pytest.mark.parametrize("line", ["a.jpg,cat,extra", ",cat"])
+def test_malformed_uri_line_is_named(line):
+    with pytest.raises(batch_inputs.ImageUnusable, match="malformed_csv_line"):
+        batch_inputs.parse_uri_line(line, "/d")
+
+
+@pytest.mark.parametrize("overrides,message", [
+    ({"mode": "predict"}, "needs predict_input"),
+    ({"predict_format": "xml"}, "predict_format='xml'"),
+])
+def test_bad_predict_settings_are_named(overrides, message):
+    params = dict(config.DEFAULTS, output_dir="/tmp/x", **overrides)
+    with pytest.raises(config.ConfigError, match=message):
+        config.validate(params)

@@ -1,0 +1,119 @@
+"""Batch prediction with TPUEstimator.predict: `python -m trainer.task --mode predict`.
+
+Reads a CSV of image URIs ('uri[,label]', the pipeline's format) or a TFRecord
+glob (serving/batch_inputs.py), checks every image with serving's decoder in
+Python first, then classifies the usable ones with TPUEstimator.predict and
+the evaluation image path (trainer/image_ops.preprocess_for_eval). Batches
+have static shapes: the last one is padded with index -1 rows, which are
+dropped, so every input gets exactly one output record (an error record for
+an unreadable or corrupt image). --predict_export_dir classifies with a named
+export instead of the latest checkpoint of --output_dir.
+
+    .venv/bin/python -m trainer.task --mode predict --output_dir work/demo/run \\
+        --predict_input work/demo/images/eval.csv [--predict_format csv] [--use_tpu ...]
+"""
+import json
+import logging
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from serving import batch_inputs, batch_outputs, export_predictor, signature
+from trainer import image_ops, input as input_lib
+
+INDEX_KEY = "index"  # int32 [B] feature and prediction: input position, -1 for padding
+PREDICTIONS_SUBDIR = "predictions"
+
+
+def padded_count(num_images, params):
+    """Rows after padding num_images to whole steps of the global predict batch."""
+    step = params["batch_size"] * input_lib.batches_per_step(params)
+    return input_lib.padded_shard_size(num_images, 1, step)
+
+
+def make_predict_input_fn(jpegs):
+    """input_fn(params) -> batches of {"image", "index"}, padded with index -1 rows.
+
+    jpegs: checked image bytes (every one decodes). drop_remainder=True only
+    makes the static batch shape the TPU needs: the padding made the count whole.
+    """
+    def input_fn(params):
+        image_size = params["image_size"]
+        real = tf.data.Dataset.from_tensor_slices(
+            (tf.constant(list(jpegs), tf.string), tf.range(len(jpegs), dtype=tf.int32)))
+        real = real.map(lambda jpeg, index: {
+            "image": image_ops.preprocess_for_eval(jpeg, image_size), INDEX_KEY: index},
+            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        pad = {"image": tf.zeros([image_size, image_size, 3], tf.float32),
+               INDEX_KEY: tf.constant(-1, tf.int32)}
+        padding = padded_count(len(jpegs), params) - len(jpegs)
+        dataset = real.concatenate(tf.data.Dataset.from_tensors(pad).repeat(padding))
+        dataset = dataset.batch(params["batch_size"], drop_remainder=True)
+        if params["use_bfloat16"] or params["transpose_input"]:
+            finalize = input_lib._finalize_batch(params)  # the layout model_fn expects
+            dataset = dataset.map(lambda batch: finalize(batch, None)[0])
+        return dataset.prefetch(tf.data.AUTOTUNE)
+    return input_fn
+
+
+def predict_with_estimator(estimator, jpegs, checkpoint_path):
+    """float32 [len(jpegs), num_classes]: each real row once, in input order."""
+    if checkpoint_path is None:
+        raise FileNotFoundError(f"model_dir={estimator.model_dir!r} has no checkpoint to predict "
+                                f"with; train first or pass --predict_export_dir")
+    if not jpegs:
+        return None
+    rows = {}
+    for prediction in estimator.predict(make_predict_input_fn(jpegs),
+                                        checkpoint_path=checkpoint_path):
+        index = int(prediction[INDEX_KEY])
+        if index >= 0:  # -1: a padding row
+            rows[index] = prediction[signature.OUTPUT_PROBABILITIES]
+    if sorted(rows) != list(range(len(jpegs))):
+        raise RuntimeError(f"predict returned {len(rows)} of {len(jpegs)} images")
+    return np.stack([rows[i] for i in range(len(jpegs))])
+
+
+def predict_probabilities(estimator, params, checkpoint_path, jpegs):
+    """Probabilities and class names from the export named by params, or from the checkpoint."""
+    if params["predict_export_dir"]:
+        export = export_predictor.load_export(params["predict_export_dir"])
+        probabilities = export_predictor.predict_in_batches(
+            export, jpegs, params["predict_batch_size"])
+        return probabilities, export.labels
+    return predict_with_estimator(estimator, jpegs, checkpoint_path), params["labels"]
+
+
+def make_records(images, probabilities, labels, top_k):
+    """One record per input, in input order: a prediction or an error."""
+    rows = iter(probabilities if probabilities is not None else [])
+    records = []
+    for image in images:
+        if image.error:
+            records.append(batch_outputs.make_error_record(image.uri, *image.error))
+        else:
+            records.append(batch_outputs.make_prediction_record(
+                image.uri, next(rows), labels, top_k))
+    return records
+
+
+def output_dir_of(params):
+    return params["predict_output_dir"] or os.path.join(params["output_dir"], PREDICTIONS_SUBDIR)
+
+
+def run_predict(estimator, params, checkpoint_path):
+    """Classifies params["predict_input"]; writes the records; returns the summary dict."""
+    images = list(batch_inputs.read_inputs(params["predict_input"]))
+    jpegs = [image.jpeg for image in images if not image.error]
+    logging.info("Predicting %d images (%d unusable) from %s", len(jpegs),
+                 len(images) - len(jpegs), params["predict_export_dir"] or checkpoint_path)
+    probabilities, labels = predict_probabilities(estimator, params, checkpoint_path, jpegs)
+    records = make_records(images, probabilities, labels, params["top_k"])
+    output_dir = output_dir_of(params)
+    summary = batch_outputs.write_records(records, output_dir, params["predict_format"],
+                                          params["predict_records_per_shard"])
+    summary["output_dir"] = output_dir
+    logging.info("Prediction summary: %s", json.dumps(summary, sort_keys=True))
+    print(json.dumps(summary, sort_keys=True), flush=True)
+    return summary
