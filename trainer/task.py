@@ -6,7 +6,7 @@
 
 Every params key of trainer/config.py is a flag of the same name. Flags default
 to "unset" and override only what the user typed. --job-dir (passed by AI
-Platform) is another name for --output_dir.
+Platform) is another name for --output_dir, --format for --predict_format.
 """
 import argparse
 import logging
@@ -27,6 +27,8 @@ def make_parser():
         names = [f"--{key}"]
         if key == "output_dir":
             names += ["--job-dir", "--job_dir"]
+        if key == "predict_format":
+            names += ["--format"]  # the same flag as serving.batch_predict --format
         help_text = f"default: {default!r} (see trainer/config.py)"
         if isinstance(default, bool):
             parser.add_argument(*names, dest=key, action=argparse.BooleanOptionalAction, help=help_text)

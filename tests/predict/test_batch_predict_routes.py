@@ -97,7 +97,7 @@ def test_routes_agree_with_the_served_model(trained_run, input_csv, checkpoint_r
 
 def test_tfrecord_input_and_csv_format(trained_run, tmp_path):
     output_dir, _, data = trained_run
-    summary = run_trainer_predict(output_dir, f"{data}/eval-*", tmp_path, "--predict_format=csv")
+    summary = run_trainer_predict(output_dir, f"{data}/eval-*", tmp_path, "--format=csv")
     with open(tmp_path / "predictions.csv") as f:
         rows = list(csv.DictReader(f))
     assert summary["predicted"] == 11 and summary["errors"] == {}

@@ -1,0 +1,89 @@
+"""Batch-prediction throughput: trainer --mode predict and the Beam route vs the SavedModel in-process.
+
+    .venv/bin/python -m bench.bench_batch_predict     # the demo run (make demo), ~2 minutes on 2 cores
+    .venv/bin/python -m bench.bench_batch_predict --run_dir OUT --input_csv images.csv
+
+All three classify the same images in the same process run (the machine is
+shared: only same-run ratios mean much), each end to end from the CSV:
+  in-process  load the export, read the files, call serving_default in batches
+  trainer     python -m trainer.task --mode predict (TPUEstimator.predict, CPU), checkpoint
+  beam        python -m serving.batch_predict (RunInference, local FnApiRunner, all cores)
+It prints images/second of each and its ratio to in-process, plus the
+in-process model-call rate alone (no load, no file reads).
+
+Measured 2026-11-22 on the 2 shared cores, demo export (step 1500), batch 64:
+  --input_csv work/demo/images/train.csv (1457 images): in-process 928.9/s,
+  trainer 947.9/s (1.02x), beam 679.1/s (0.73x); model calls alone 2417.4/s.
+  Default eval.csv (340 images): 308.1/s, 324.7/s (1.05x), 244.9/s (0.79x); 885.7/s.
+Every route spends most of its time reading and decode-checking files and
+starting up; the model call itself is ~40% of the in-process time.
+"""
+import argparse
+import glob
+import os
+import shutil
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from serving import batch_inputs, batch_predict, export_predictor  # noqa: E402
+from trainer import loop, task  # noqa: E402
+
+
+def time_in_process(export_dir, input_csv, batch_size):
+    """(end-to-end seconds, model-call seconds, image count) for the export called in-process."""
+    start = time.perf_counter()
+    export = export_predictor.load_export(export_dir)
+    images = [i for i in batch_inputs.read_inputs(input_csv) if not i.error]
+    call_start = time.perf_counter()
+    export_predictor.predict_in_batches(export, [i.jpeg for i in images], batch_size)
+    end = time.perf_counter()
+    return end - start, end - call_start, len(images)
+
+
+def time_trainer(run_dir, input_csv, batch_size, scratch):
+    """Seconds of --mode predict on a copy of run_dir (its params.json is rewritten)."""
+    copy = os.path.join(scratch, "run")
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("predictions", "eval"))
+    start = time.perf_counter()
+    loop.run(task.parse_params([f"--output_dir={copy}", "--mode=predict",
+                                f"--predict_input={input_csv}", f"--predict_batch_size={batch_size}"]))
+    return time.perf_counter() - start
+
+
+def time_beam(export_dir, input_csv, batch_size, scratch):
+    start = time.perf_counter()
+    batch_predict.run([f"--input_csv={input_csv}", f"--model_dir={export_dir}",
+                       f"--output={scratch}/beam/predictions", f"--max_batch_size={batch_size}"])
+    return time.perf_counter() - start
+
+
+def latest_export(run_dir):
+    versions = glob.glob(os.path.join(run_dir, "export", "*", "[0-9]*"))
+    if not versions:
+        raise FileNotFoundError(f"run_dir={run_dir!r} has no export/<model>/<version>; run make demo")
+    return max(versions, key=lambda path: int(os.path.basename(path)))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run_dir", default="work/demo/run")
+    parser.add_argument("--input_csv", default="work/demo/images/eval.csv")
+    parser.add_argument("--batch_size", type=int, default=64, help="predict batch of every route")
+    args = parser.parse_args(argv)
+    export_dir = latest_export(args.run_dir)
+    with tempfile.TemporaryDirectory() as scratch:
+        total, call, count = time_in_process(export_dir, args.input_csv, args.batch_size)
+        rates = {"in-process": count / total,
+                 "trainer": count / time_trainer(args.run_dir, args.input_csv, args.batch_size, scratch),
+                 "beam": count / time_beam(export_dir, args.input_csv, args.batch_size, scratch)}
+    print(f"\n{count} images, batch {args.batch_size}, export {export_dir}")
+    print(f"{'route':<12}{'images/s':>10}{'vs in-process':>15}")
+    for name, rate in rates.items():
+        print(f"{name:<12}{rate:>10.1f}{rate / rates['in-process']:>14.2f}x")
+    print(f"in-process model calls alone: {count / call:.1f} images/s")
+
+
+if __name__ == "__main__":
+    main()
