@@ -82,7 +82,8 @@ class StepTimes(tf.compat.v1.train.SessionRunHook, tf.keras.callbacks.Callback):
 
 
 def run_estimator(params, input_fn, steps):
-    params = dict(params, output_dir=tempfile.mkdtemp(prefix="bench_train_"))
+    # A fresh model_dir per run, inside the benchmark's temporary directory.
+    params = dict(params, output_dir=tempfile.mkdtemp(prefix="estimator_", dir=params["output_dir"]))
     timer = StepTimes()
     loop.make_estimator(params).train(input_fn, steps=steps, hooks=[timer])
     return timer.rates()
