@@ -130,12 +130,20 @@ def read_tfrecord_images(file_pattern):
         raise ValueError(f"predict input {file_pattern!r} matches no files")
     for path in paths:
         for number, record in enumerate(tf.compat.v1.io.tf_record_iterator(path)):
-            example = features.decode_example_proto(record)
-            uri = example.get(features.FILENAME, b"").decode() or f"{path}:{number}"
-            try:
-                yield InputImage(uri, check_image(uri, example.get(features.ENCODED, b"")))
-            except ImageUnusable as err:
-                yield InputImage(uri, error=(err.reason, err.detail))
+            yield image_from_record(record, f"{path}:{number}")
+
+
+def image_from_record(record, fallback_uri):
+    """A checked InputImage of one serialized Example (trainer/features.py schema).
+
+    Its uri is the record's image/filename, or fallback_uri when that is empty.
+    """
+    example = features.decode_example_proto(record)
+    uri = example.get(features.FILENAME, b"").decode() or fallback_uri
+    try:
+        return InputImage(uri, check_image(uri, example.get(features.ENCODED, b"")))
+    except ImageUnusable as err:
+        return InputImage(uri, error=(err.reason, err.detail))
 
 
 def read_inputs(path):

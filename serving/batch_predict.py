@@ -1,7 +1,7 @@
 """Entry point: batch prediction on many CPU machines with Beam's RunInference.
 
-Reads the image URIs of a CSV ('uri[,label]', the pipeline's format), loads and
-checks each image (serving/batch_inputs.py; bad ones become error records and
+Reads the image URIs of a CSV ('uri[,label]', the pipeline's format) or the
+JPEGs of TFRecords (--input_tfrecord GLOB), loads and checks each image (serving/batch_inputs.py; bad ones become error records and
 counters), runs the exported SavedModel through apache_beam.ml.inference's
 RunInference with SavedModelHandler, and writes one JSON line (or CSV row) per
 input image (serving/batch_outputs.py, the same records as trainer/predict.py).
@@ -17,6 +17,7 @@ preprocessing pipeline (preprocess/jpeg_to_tfrecord.py); every option not
 defined here is a Beam pipeline option (--runner, --max_num_workers, ...).
 """
 import argparse
+import hashlib
 import json
 import logging
 
@@ -65,7 +66,7 @@ class SavedModelHandler(ModelHandler):
 
 
 class LoadImages(beam.DoFn):
-    """uri -> (uri, checked JPEG bytes); unusable images go to the errors output, counted."""
+    """uri or InputImage -> (uri, checked JPEG bytes); unusable ones go to errors, counted."""
 
     def process(self, item):
         image = item if isinstance(item, batch_inputs.InputImage) else batch_inputs.load_uri(item)
@@ -85,7 +86,7 @@ def make_record(keyed_result, top_k):
 
 
 class PredictImages(beam.PTransform):
-    """PCollection of image URIs -> PCollection of records, one per URI (prediction or error)."""
+    """PCollection of URIs or InputImages -> PCollection of records, one per input."""
 
     def __init__(self, model_handler, top_k):
         super().__init__()
@@ -114,7 +115,9 @@ def write_records(records, output, output_format):
 
 def make_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--input_csv", required=True, help="CSV of 'uri[,label]' lines")
+    inputs = parser.add_mutually_exclusive_group(required=True)
+    inputs.add_argument("--input_csv", help="CSV of 'uri[,label]' lines")
+    inputs.add_argument("--input_tfrecord", help="glob of TFRecords (trainer/features.py schema)")
     parser.add_argument("--model_dir", required=True, help="an export version directory")
     parser.add_argument("--output", required=True, help="output path prefix")
     parser.add_argument("--format", default="jsonl", choices=batch_outputs.FORMATS)
@@ -134,9 +137,22 @@ def parse_args(argv):
     return args, pipeline_args
 
 
-def build_pipeline(pipeline, args):
-    uris = (pipeline | "CsvPath" >> beam.Create([args.input_csv])
+def image_from_record(record):
+    """InputImage of a TFRecord; a record without image/filename is named by its hash."""
+    return batch_inputs.image_from_record(record, f"tfrecord:{hashlib.sha1(record).hexdigest()[:16]}")
+
+
+def read_inputs(pipeline, args):
+    """PCollection of URIs (from --input_csv) or of InputImages (from --input_tfrecord)."""
+    if args.input_tfrecord:
+        return (pipeline | "ReadTFRecords" >> beam.io.ReadFromTFRecord(args.input_tfrecord)
+                | "ParseRecords" >> beam.Map(image_from_record))
+    return (pipeline | "CsvPath" >> beam.Create([args.input_csv])
             | "ReadUris" >> beam.FlatMap(batch_inputs.read_csv_uris))
+
+
+def build_pipeline(pipeline, args):
+    uris = read_inputs(pipeline, args)
     handler = SavedModelHandler(args.model_dir, min_batch_size=args.min_batch_size,
                                 max_batch_size=args.max_batch_size)
     records = uris | "Predict" >> PredictImages(handler, args.top_k)

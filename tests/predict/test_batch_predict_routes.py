@@ -103,3 +103,13 @@ def test_tfrecord_input_and_csv_format(trained_run, tmp_path):
     assert summary["predicted"] == 11 and summary["errors"] == {}
     assert [row["uri"] for row in rows] == [f"eval/{i}.jpg" for i in range(11)]
     assert all(row["class"] in ("cat", "dog", "fish") and not row["error"] for row in rows)
+
+
+def test_beam_reads_tfrecords(trained_run, tmp_path):
+    _, export_dir, data = trained_run
+    summary = batch_predict.run([f"--input_tfrecord={data}/eval-*", f"--model_dir={export_dir}",
+                                 f"--output={tmp_path}/p", "--format=csv", "--direct_num_workers=1"])
+    with open(tmp_path / "p.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert summary == {"predicted": 11, "errors": {}}
+    assert sorted(row["uri"] for row in rows) == sorted(f"eval/{i}.jpg" for i in range(11))
