@@ -46,6 +46,9 @@ def parse_params(argv):
 
 def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    # A library that logged on import (Beam does) has already configured the root logger
+    # at WARNING, making basicConfig a no-op: INFO lines of the run would vanish.
+    logging.getLogger().setLevel(logging.INFO)
     try:
         params = parse_params(sys.argv[1:] if argv is None else argv)
     except ValueError as err:  # ConfigError, DatasetError: a bad setting, named
