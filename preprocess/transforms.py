@@ -236,7 +236,7 @@ class WriteShards(beam.PTransform):
     image bytes cross a shuffle. The pieces are then planned into shards
     (shards.plan_shards: count from the split's bytes, or num_shards with the
     source URI's hash as the shard) and joined byte for byte, in parallel.
-    The temporary directory is removed at the end, with any piece of a retried bundle.
+    The temporary directory is removed once every shard is written.
     """
 
     def __init__(self, output_dir, labels, num_shards=None, splits=()):
@@ -294,12 +294,14 @@ def shard_of(source, num_shards):
 
 
 def join_shard(planned, output_dir, labels):
-    """(split, shard, count, pieces) -> writes the shard, deletes its pieces, returns its stats."""
+    """(split, shard, count, pieces) -> writes the shard, returns its stats.
+
+    The pieces stay until every shard is written (remove_temp_dir), so a
+    retried join still finds them.
+    """
     split, shard, num_shards, pieces = planned
     path = shards.shard_path(output_dir, split, shard, num_shards)
     shards.join_files(path, [piece["path"] for piece in pieces])
-    if pieces:
-        FileSystems.delete([piece["path"] for piece in pieces])
     per_label, converted = collections.Counter(), collections.Counter()
     for piece in pieces:
         per_label.update({labels[label]: n for label, n in piece["per_label"].items()})
@@ -312,7 +314,7 @@ def join_shard(planned, output_dir, labels):
 
 
 def remove_temp_dir(temp_dir, _shard_stats):
-    """Runs after every shard is joined (the side input): leftovers are retried bundles'."""
+    """Runs after every shard is joined (the side input): all pieces, retried bundles' too."""
     shards.delete_matching([FileSystems.join(temp_dir, "*")])
     if not temp_dir.startswith("gs://") and FileSystems.exists(temp_dir):
         FileSystems.delete([temp_dir])  # a local folder; on GCS folders do not exist
