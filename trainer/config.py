@@ -88,6 +88,9 @@ DATASET_KEYS = ("num_classes", "labels", "num_train_examples", "num_eval_example
 MODES = ("train_and_eval", "evaluate", "export", "predict")
 PREDICT_FORMATS = ("jsonl", "csv")
 OPTIMIZERS = ("momentum", "adam")
+# What one command does, not how the model is built: never carried over from params.json.
+PER_COMMAND_KEYS = ("mode", "predict_input", "predict_format", "predict_output_dir",
+                    "predict_export_dir")
 # Owned by TPUEstimator: it adds them to params itself.
 TPU_ESTIMATOR_KEYS = ("batch_size", "context", "use_tpu")
 
@@ -106,10 +109,11 @@ def read_config_file(path):
 
 
 def read_saved_params(output_dir):
-    """OUT/params.json of an earlier run, except its mode ({} if there is none).
+    """OUT/params.json of an earlier run, except its PER_COMMAND_KEYS ({} if there is none).
 
     The mode is per command: an export-only run must not turn the next plain
-    rerun of the training command into another export.
+    rerun of the training command into another export; nor may one prediction
+    run's input or export choose what the next one reads.
     """
     if not output_dir:
         return {}
@@ -118,7 +122,8 @@ def read_saved_params(output_dir):
         return {}
     with tf.io.gfile.GFile(path) as f:
         saved = json.load(f)
-    saved.pop("mode", None)
+    for key in PER_COMMAND_KEYS:
+        saved.pop(key, None)
     return saved
 
 

@@ -64,3 +64,13 @@ def test_bad_predict_settings_are_named(overrides, message):
     params = dict(config.DEFAULTS, output_dir="/tmp/x", **overrides)
     with pytest.raises(config.ConfigError, match=message):
         config.validate(params)
+
+
+@pytest.mark.parametrize("key,value", [
+    ("predict_input", "a.csv"), ("predict_export_dir", "/e/1"), ("predict_output_dir", "/p"),
+    ("predict_format", "csv")])
+def test_one_prediction_command_does_not_steer_the_next(tmp_path, key, value):
+    config.write_params(dict(config.DEFAULTS, output_dir=str(tmp_path), mode="predict", **{key: value}))
+    saved = config.read_saved_params(str(tmp_path))
+    assert key not in saved and "mode" not in saved
+    assert saved["image_size"] == config.DEFAULTS["image_size"]  # model settings carry over
