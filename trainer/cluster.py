@@ -105,26 +105,26 @@ def wait_for_chief(output_dir, timeout_secs=CHIEF_WAIT_SECS):
         time.sleep(1)
 
 
-def train_worker(params):
+def train_worker(params, name="worker"):
     """On a worker: trains to train_steps with the chief; the chief checkpoints and evaluates."""
     estimator = loop.make_estimator(params)
     train_input_fn = input_lib.make_input_fn(params["train_data_path"], tf.estimator.ModeKeys.TRAIN)
     wait_for_chief(params["output_dir"])
     counter = StepCounterHook()
     estimator.train(train_input_fn, max_steps=params["train_steps"], hooks=[counter])
-    logging.info("%s/%d ran %d training steps", *task_of(read_tf_config()), counter.steps)
+    logging.info("%s ran %d training steps", name, counter.steps)
     return counter.steps
 
 
 def run_trainer(params, tf_config):
     """Chief or worker: serve, do the role's work, then tell the ps (also after a failure)."""
-    task_type, _ = task_of(tf_config)
+    task_type, index = task_of(tf_config)
     server = start_server(tf_config)
     try:
         if task_type in CHIEF_TYPES:
             return loop.run(params)
         if params["mode"] == "train_and_eval":
-            train_worker(params)
+            train_worker(params, f"{task_type}/{index}")
         return None
     finally:
         signal_done(server, tf_config)
