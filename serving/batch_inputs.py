@@ -91,9 +91,14 @@ def read_image_bytes(uri):
         with tf.io.gfile.GFile(uri, "rb") as f:
             return f.read()
     except tf.errors.NotFoundError as err:
-        raise ImageUnusable(MISSING_FILE, f"{uri}: {err.message}") from None
+        raise ImageUnusable(MISSING_FILE, name_uri(uri, err.message)) from None
     except tf.errors.OpError as err:
-        raise ImageUnusable(UNREADABLE_FILE, f"{uri}: {err.message}") from None
+        raise ImageUnusable(UNREADABLE_FILE, name_uri(uri, err.message)) from None
+
+
+def name_uri(uri, message):
+    """message, prefixed with uri unless TF's message already names it."""
+    return message if uri in message else f"{uri}: {message}"
 
 
 def load_uri(uri):

@@ -69,6 +69,7 @@ def test_bad_images_are_error_lines_naming_the_file(route, checkpoint_records, b
     _, records = checkpoint_records if route == "checkpoint" else beam_records
     errors = {os.path.basename(r["uri"]): r["error"]["reason"] for r in records if "error" in r}
     assert errors == BAD
+    assert all(r["uri"] in r["error"]["detail"] for r in records if "error" in r)
 
 
 def test_beam_summary_counts_predictions_and_errors(beam_records):
