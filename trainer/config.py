@@ -127,12 +127,21 @@ def read_saved_params(output_dir):
     return saved
 
 
+def write_text_atomically(path, text):
+    """Writes a small file so that readers see the old or the new text, never a partial one.
+
+    Other tasks of a cluster read OUT/params.json while the chief rewrites it.
+    """
+    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+        f.write(text)
+    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+
 def write_params(params):
     """Writes OUT/params.json (sorted keys, so runs diff cleanly); returns its path."""
     tf.io.gfile.makedirs(params["output_dir"])
     path = os.path.join(params["output_dir"], PARAMS_FILE)
-    with tf.io.gfile.GFile(path, "w") as f:
-        f.write(json.dumps(params, indent=2, sort_keys=True) + "\n")
+    write_text_atomically(path, json.dumps(params, indent=2, sort_keys=True) + "\n")
     return path
 
 

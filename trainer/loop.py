@@ -87,9 +87,7 @@ def append_eval_result(output_dir, record):
     path = os.path.join(output_dir, RESULTS_FILE)
     # GFile has no append mode on every file system: rewrite the whole (small) file.
     lines = [json.dumps(r, sort_keys=True) for r in read_eval_results(output_dir) + [record]]
-    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-        f.write("\n".join(lines) + "\n")
-    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+    config.write_text_atomically(path, "\n".join(lines) + "\n")
 
 
 def evaluate(estimator, params, checkpoint_path):
