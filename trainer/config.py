@@ -81,6 +81,7 @@ DEFAULTS = {
     "predict_output_dir": None,     # unset = OUT/predictions, beside the model that made them
     "predict_export_dir": None,     # a SavedModel to predict with; unset = the latest checkpoint
     "predict_records_per_shard": 10000,  # JSON-lines shard size: ~2 MB of records, easy to stream
+    "predict_chunk_images": 4096,   # images in memory per predict call: bounds RAM and the 2 GB graph limit
 }
 
 # Read from the dataset's labels.txt / metadata.json; never set by the user.
@@ -262,7 +263,7 @@ def validate(params):
                 "steps_per_eval", "iterations_per_loop", "num_cores", "top_k",
                 "save_checkpoints_steps", "keep_checkpoint_max", "log_step_count_steps",
                 "save_summary_steps", "learning_rate_batch_size", "resnet_width", "dense_units",
-                "predict_records_per_shard"):
+                "predict_records_per_shard", "predict_chunk_images"):
         if params[key] < 1:
             raise ConfigError(f"{key}={params[key]} must be >= 1")
     for key in ("learning_rate", "weight_decay", "warmup_steps", "momentum", "num_warmup_images"):

@@ -59,9 +59,6 @@ def make_predict_input_fn(jpegs):
 
 def predict_with_estimator(estimator, jpegs, checkpoint_path):
     """float32 [len(jpegs), num_classes]: each real row once, in input order."""
-    if checkpoint_path is None:
-        raise FileNotFoundError(f"model_dir={estimator.model_dir!r} has no checkpoint to predict "
-                                f"with; train first or pass --predict_export_dir")
     if not jpegs:
         return None
     rows = {}
@@ -75,14 +72,35 @@ def predict_with_estimator(estimator, jpegs, checkpoint_path):
     return np.stack([rows[i] for i in range(len(jpegs))])
 
 
-def predict_probabilities(estimator, params, checkpoint_path, jpegs):
-    """Probabilities and class names from the export named by params, or from the checkpoint."""
+def load_predictor(params, checkpoint_path):
+    """The named export (loaded once), or None to predict from checkpoint_path."""
     if params["predict_export_dir"]:
-        export = export_predictor.load_export(params["predict_export_dir"])
+        return export_predictor.load_export(params["predict_export_dir"])
+    if checkpoint_path is None:
+        raise FileNotFoundError(f"output_dir={params['output_dir']!r} has no checkpoint to predict "
+                                f"with; train first or pass --predict_export_dir")
+    return None
+
+
+def predict_probabilities(estimator, params, checkpoint_path, export, jpegs):
+    """Probabilities and class names from the loaded export, or from the checkpoint."""
+    if export is not None:
         probabilities = export_predictor.predict_in_batches(
             export, jpegs, params["predict_batch_size"])
         return probabilities, export.labels
     return predict_with_estimator(estimator, jpegs, checkpoint_path), params["labels"]
+
+
+def split_into_chunks(items, size):
+    """Lists of at most size items, lazily: one chunk of image bytes in memory at a time."""
+    chunk = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def make_records(images, probabilities, labels, top_k):
@@ -103,13 +121,23 @@ def output_dir_of(params):
 
 
 def run_predict(estimator, params, checkpoint_path):
-    """Classifies params["predict_input"]; writes the records; returns the summary dict."""
-    images = list(batch_inputs.read_inputs(params["predict_input"]))
-    jpegs = [image.jpeg for image in images if not image.error]
-    logging.info("Predicting %d images (%d unusable) from %s", len(jpegs),
-                 len(images) - len(jpegs), params["predict_export_dir"] or checkpoint_path)
-    probabilities, labels = predict_probabilities(estimator, params, checkpoint_path, jpegs)
-    records = make_records(images, probabilities, labels, params["top_k"])
+    """Classifies params["predict_input"]; writes the records; returns the summary dict.
+
+    Images are read, checked and classified predict_chunk_images at a time:
+    host memory and the graph (whose image constants must stay under 2 GB)
+    hold one chunk, however long the input. Only the small records accumulate.
+    """
+    export = load_predictor(params, checkpoint_path)
+    records = []
+    images_in = batch_inputs.read_inputs(params["predict_input"])
+    for images in split_into_chunks(images_in, params["predict_chunk_images"]):
+        jpegs = [image.jpeg for image in images if not image.error]
+        logging.info("Predicting %d images (%d unusable; %d done) from %s", len(jpegs),
+                     len(images) - len(jpegs), len(records),
+                     params["predict_export_dir"] or checkpoint_path)
+        probabilities, labels = predict_probabilities(estimator, params, checkpoint_path,
+                                                      export, jpegs)
+        records += make_records(images, probabilities, labels, params["top_k"])
     output_dir = output_dir_of(params)
     summary = batch_outputs.write_records(records, output_dir, params["predict_format"],
                                           params["predict_records_per_shard"])

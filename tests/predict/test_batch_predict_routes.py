@@ -114,3 +114,24 @@ def test_beam_reads_tfrecords(trained_run, tmp_path):
         rows = list(csv.DictReader(f))
     assert summary == {"predicted": 11, "errors": {}}
     assert sorted(row["uri"] for row in rows) == sorted(f"eval/{i}.jpg" for i in range(11))
+
+
+def test_chunked_prediction_matches_one_chunk(trained_run, input_csv, checkpoint_records, tmp_path):
+    """5 images per predict call (not a multiple of the batch of 4): same lines, same order."""
+    run_trainer_predict(trained_run[0], input_csv, tmp_path, "--predict_chunk_images=5")
+    chunked = read_jsonl(f"{tmp_path}/predictions-*.jsonl")
+    whole = checkpoint_records[1]
+    assert [r["uri"] for r in chunked] == [r["uri"] for r in whole]
+    assert [r.get("class") for r in chunked] == [r.get("class") for r in whole]
+    for a, b in zip(chunked, whole):
+        if "top_k" in a:
+            np.testing.assert_allclose([i["probability"] for i in a["top_k"]],
+                                       [i["probability"] for i in b["top_k"]], atol=1e-6)
+
+
+def test_predict_without_a_checkpoint_names_the_output_dir(tmp_path, input_csv, trained_run):
+    params = task.parse_params([f"--output_dir={trained_run[0]}", "--mode=predict",
+                                f"--predict_input={input_csv}", f"--predict_output_dir={tmp_path}"])
+    from trainer import predict
+    with pytest.raises(FileNotFoundError, match="has no checkpoint to predict with"):
+        predict.run_predict(None, params, None)
