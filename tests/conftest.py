@@ -76,6 +76,23 @@ def write_tfrecord_dataset(tmp_path):
     return _write
 
 
+class FakeTPUContext:
+    """The one TPUContext method the input pipelines call, for a host of a multi-host slice."""
+
+    def __init__(self, host, num_hosts, replicas_per_host):
+        self.deployment = (f"/job:worker/task:{host}/device:CPU:0", host, num_hosts,
+                           replicas_per_host)
+
+    def current_input_fn_deployment(self):
+        return self.deployment
+
+
+@pytest.fixture
+def fake_tpu_context():
+    """FakeTPUContext(host, num_hosts, replicas_per_host): per-host sharding without a TPU."""
+    return FakeTPUContext
+
+
 @pytest.fixture(scope="session")
 def repo_root():
     return pathlib.Path(__file__).resolve().parents[1]

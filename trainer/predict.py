@@ -27,27 +27,31 @@ PREDICTIONS_SUBDIR = "predictions"
 
 
 def padded_count(num_images, params):
-    """Rows after padding num_images to whole steps of the global predict batch."""
+    """Rows each input_fn invocation yields after padding: whole steps, the same on every host."""
+    num_shards, _ = input_lib.input_shard(params)
     step = params["batch_size"] * input_lib.batches_per_step(params)
-    return input_lib.padded_shard_size(num_images, 1, step)
+    return input_lib.padded_shard_size(num_images, num_shards, step)
 
 
 def make_predict_input_fn(jpegs):
     """input_fn(params) -> batches of {"image", "index"}, padded with index -1 rows.
 
-    jpegs: checked image bytes (every one decodes). drop_remainder=True only
-    makes the static batch shape the TPU needs: the padding made the count whole.
+    jpegs: checked image bytes (every one decodes). On a multi-host TPU each
+    host feeds its own share (input_lib.input_shard), padded to the same number
+    of steps, so every image is classified once. drop_remainder=True only makes
+    the static batch shape the TPU needs: the padding made the count whole.
     """
     def input_fn(params):
         image_size = params["image_size"]
+        num_shards, shard_index = input_lib.input_shard(params)
         real = tf.data.Dataset.from_tensor_slices(
             (tf.constant(list(jpegs), tf.string), tf.range(len(jpegs), dtype=tf.int32)))
-        real = real.map(lambda jpeg, index: {
+        real = real.shard(num_shards, shard_index).map(lambda jpeg, index: {
             "image": image_ops.preprocess_for_eval(jpeg, image_size), INDEX_KEY: index},
             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         pad = {"image": tf.zeros([image_size, image_size, 3], tf.float32),
                INDEX_KEY: tf.constant(-1, tf.int32)}
-        padding = padded_count(len(jpegs), params) - len(jpegs)
+        padding = padded_count(len(jpegs), params) - len(range(shard_index, len(jpegs), num_shards))
         dataset = real.concatenate(tf.data.Dataset.from_tensors(pad).repeat(padding))
         dataset = dataset.batch(params["batch_size"], drop_remainder=True)
         if params["use_bfloat16"] or params["transpose_input"]:

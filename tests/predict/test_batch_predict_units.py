@@ -74,3 +74,19 @@ def test_one_prediction_command_does_not_steer_the_next(tmp_path, key, value):
     saved = config.read_saved_params(str(tmp_path))
     assert key not in saved and "mode" not in saved
     assert saved["image_size"] == config.DEFAULTS["image_size"]  # model settings carry over
+
+
+@pytest.mark.parametrize("num_images,num_hosts,replicas_per_host", [(11, 3, 2), (5, 4, 1)])
+def test_predict_input_is_split_across_hosts_once_each(make_jpeg, fake_tpu_context, num_images,
+                                                      num_hosts, replicas_per_host):
+    jpegs = [make_jpeg(seed=i, height=9) for i in range(num_images)]
+    input_fn = predict.make_predict_input_fn(jpegs)
+    per_host = []
+    for host in range(num_hosts):
+        params = {"batch_size": 2, "image_size": 8, "use_bfloat16": False, "transpose_input": False,
+                  "context": fake_tpu_context(host, num_hosts, replicas_per_host)}
+        per_host.append([batch[predict.INDEX_KEY].numpy() for batch in input_fn(params)])
+    assert len({len(batches) for batches in per_host}) == 1  # every host runs the same steps
+    assert len(per_host[0]) % replicas_per_host == 0
+    indices = [i for batches in per_host for batch in batches for i in batch if i >= 0]
+    assert sorted(indices) == list(range(num_images))  # each image on exactly one host

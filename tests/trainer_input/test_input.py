@@ -131,20 +131,9 @@ def test_eval_of_1031_examples_batch_16_is_65_batches(write_tfrecord_dataset):
     np.testing.assert_array_equal(np.bincount(labels[weights == 1.0]), [344, 344, 343])
 
 
-class FakeTPUContext:
-    """The one TPUContext method input_fn calls, for a host of a multi-host slice."""
-
-    def __init__(self, host, num_hosts, replicas_per_host):
-        self.deployment = (f"/job:worker/task:{host}/device:CPU:0", host, num_hosts,
-                           replicas_per_host)
-
-    def current_input_fn_deployment(self):
-        return self.deployment
-
-
 @pytest.mark.parametrize("num_examples,num_hosts,replicas_per_host", [(1031, 3, 2), (10, 4, 1)])
-def test_eval_sharded_per_host_covers_every_example_once(write_tfrecord_dataset, num_examples,
-                                                         num_hosts, replicas_per_host):
+def test_eval_sharded_per_host_covers_every_example_once(write_tfrecord_dataset, fake_tpu_context,
+                                                         num_examples, num_hosts, replicas_per_host):
     data = write_tfrecord_dataset({"eval": num_examples}, labels=unique_labels(num_examples),
                                   size=8, shards=2)
     batch_size = 16
@@ -152,7 +141,7 @@ def test_eval_sharded_per_host_covers_every_example_once(write_tfrecord_dataset,
     per_host = []
     for host in range(num_hosts):
         params = make_params(batch_size=batch_size, image_size=8,
-                             context=FakeTPUContext(host, num_hosts, replicas_per_host))
+                             context=fake_tpu_context(host, num_hosts, replicas_per_host))
         per_host.append([(f["weight"].numpy(), l.numpy()) for f, l in input_fn(params)])
     global_batch = batch_size * replicas_per_host * num_hosts
     steps = input_lib.eval_steps(num_examples, global_batch)
@@ -168,12 +157,12 @@ def test_eval_with_a_stale_example_count_fails(write_tfrecord_dataset):
         eval_batches(data, 12)
 
 
-def test_train_shards_files_per_host(write_tfrecord_dataset):
+def test_train_shards_files_per_host(write_tfrecord_dataset, fake_tpu_context):
     data = write_tfrecord_dataset({"train": 12}, labels=unique_labels(12), shards=4)
     input_fn = input_lib.make_input_fn(str(data / "train-*"), ModeKeys.TRAIN)
     seen = []
     for host in range(2):
-        params = make_params(batch_size=3, context=FakeTPUContext(host, 2, 1))
+        params = make_params(batch_size=3, context=fake_tpu_context(host, 2, 1))
         seen.append({int(x) for _, l in input_fn(params).take(8) for x in l.numpy()})
     assert len(seen[0]) == len(seen[1]) == 6 and not seen[0] & seen[1]
 
