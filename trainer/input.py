@@ -110,7 +110,7 @@ def _example_to_features(serialized, preprocess):
     return {"image": image, "weight": tf.constant(1.0, tf.float32)}, label
 
 
-def _finalize_batch(params):
+def finalize_batch(params):
     """Casts and lays out a batch for the TPU: bfloat16 and batch-last are optional."""
     def finalize(batch_features, labels):
         image = batch_features["image"]
@@ -230,7 +230,7 @@ def make_input_fn(file_pattern, mode, num_examples=None):
         else:
             dataset = make_eval_dataset(files, int(num_examples), params)
         if params["use_bfloat16"] or params["transpose_input"]:
-            dataset = dataset.map(_finalize_batch(params), num_parallel_calls=AUTOTUNE)
+            dataset = dataset.map(finalize_batch(params), num_parallel_calls=AUTOTUNE)
         return dataset.prefetch(AUTOTUNE)
     return input_fn
 

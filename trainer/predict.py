@@ -55,7 +55,7 @@ def make_predict_input_fn(jpegs):
         dataset = real.concatenate(tf.data.Dataset.from_tensors(pad).repeat(padding))
         dataset = dataset.batch(params["batch_size"], drop_remainder=True)
         if params["use_bfloat16"] or params["transpose_input"]:
-            finalize = input_lib._finalize_batch(params)  # the layout model_fn expects
+            finalize = input_lib.finalize_batch(params)  # the layout model_fn expects
             dataset = dataset.map(lambda batch: finalize(batch, None)[0])
         return dataset.prefetch(tf.data.AUTOTUNE)
     return input_fn
