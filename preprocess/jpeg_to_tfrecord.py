@@ -247,7 +247,6 @@ def build_pipeline(pipeline, config):
         config.output_dir, labels, config.num_shards or None, config.splits)
     errors = ((read[transforms.ERRORS], processed[transforms.ERRORS])
               | "AllErrors" >> beam.Flatten())
-    errors | "WriteErrors" >> transforms.WriteErrors(config.output_dir)
     return ({"labels": labels, "shard_stats": shard_stats, "errors": errors,
              "lines": read["lines"]}
             | "WriteDatasetFiles" >> transforms.WriteDatasetFiles(

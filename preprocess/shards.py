@@ -3,7 +3,10 @@ how temporary per-bundle pieces are planned into shards and joined.
 
 A TFRecord file is a sequence of self-framed records, so the byte-for-byte
 concatenation of TFRecord files is a valid TFRecord file: the pipeline writes
-pieces next to the image work and joins them, and no image bytes cross a shuffle.
+pieces next to the image work and assembles them into shards, and no image
+bytes cross a shuffle. A piece of at least half a shard becomes a shard by a
+rename (no bytes copied on a local disk, a server-side copy on GCS); only the
+bundles' smaller remainders are copied into joined shards.
 Written through Beam's FileSystems so local paths, gs:// and the GCS emulator
 behave the same.
 
@@ -25,9 +28,11 @@ from apache_beam.io.filesystems import FileSystems
 TARGET_SHARD_BYTES = 100 * 1024 * 1024
 # Far beyond any dataset this project targets; a cap against a mistyped --num_shards.
 MAX_SHARDS = 10_000
-# A temporary piece is closed at 1/8 of a shard, so that packing pieces into
-# shards by size leaves every shard within ~1/8 of the others.
-PIECE_BYTES = TARGET_SHARD_BYTES // 8
+# A temporary piece is closed when it reaches a shard's size, so that a bundle
+# of N shards' worth of records leaves N pieces to rename and one remainder.
+PIECE_BYTES = TARGET_SHARD_BYTES
+# Pieces from this size up are a shard on their own (renamed, never copied).
+WHOLE_PIECE_FRACTION = 0.5
 # Open piece files per bundle (each holds a buffer, on GCS an upload thread);
 # beyond this the least recently used is closed and its bucket starts a new piece.
 MAX_OPEN_PIECES = 64
@@ -135,8 +140,7 @@ class PieceWriter:
 def plan_shards(pieces, splits, num_shards=None):
     """Pieces -> [(split, shard, count, [piece, ...])] for every shard of every split.
 
-    num_shards None: count from the split's bytes (choose_num_shards) and the
-    pieces packed largest first into the emptiest shard. Otherwise a piece's
+    num_shards None: shards by size (group_by_size). Otherwise a piece's
     bucket is its shard (the writer bucketed records by hash).
     """
     by_split = {split: [] for split in splits}
@@ -144,16 +148,36 @@ def plan_shards(pieces, splits, num_shards=None):
         by_split.setdefault(piece["split"], []).append(piece)
     plan = []
     for split, split_pieces in sorted(by_split.items()):
-        count = num_shards or choose_num_shards(sum(p["bytes"] for p in split_pieces))
-        members = [[] for _ in range(count)]
         if num_shards:
+            groups = [[] for _ in range(num_shards)]
             for piece in split_pieces:
-                members[piece["bucket"]].append(piece)
+                groups[piece["bucket"]].append(piece)
         else:
-            pack_largest_first(split_pieces, members)
-        plan.extend((split, shard, count, sorted(members[shard], key=lambda p: p["path"]))
-                    for shard in range(count))
+            groups = group_by_size(split_pieces)
+        plan.extend((split, shard, len(groups), sorted(members, key=piece_path))
+                    for shard, members in enumerate(groups))
     return plan
+
+
+def group_by_size(pieces, target_bytes=TARGET_SHARD_BYTES):
+    """Pieces -> shards: a piece of >= WHOLE_PIECE_FRACTION of a shard is one alone; the
+    smaller ones are packed into as few shards as their bytes need. At least one shard.
+
+    The order is reproducible: by each shard's first piece path.
+    """
+    whole_bytes = WHOLE_PIECE_FRACTION * target_bytes
+    groups = [[piece] for piece in pieces if piece["bytes"] >= whole_bytes]
+    small = [piece for piece in pieces if piece["bytes"] < whole_bytes]
+    if small or not groups:
+        bins = [[] for _ in range(choose_num_shards(sum(p["bytes"] for p in small),
+                                                    target_bytes))]
+        pack_largest_first(small, bins)
+        groups.extend(bins)
+    return sorted(groups, key=lambda members: min(map(piece_path, members), default=""))
+
+
+def piece_path(piece):
+    return piece["path"]
 
 
 def pack_largest_first(pieces, bins):
@@ -163,6 +187,21 @@ def pack_largest_first(pieces, bins):
         emptiest = min(range(len(bins)), key=sizes.__getitem__)
         bins[emptiest].append(piece)
         sizes[emptiest] += piece["bytes"]
+
+
+def assemble_shard(path, sources):
+    """Writes the shard ``path`` from its pieces: one piece is moved, several are joined."""
+    if len(sources) == 1:
+        move_file(sources[0], path)
+    else:
+        join_files(path, sources)
+
+
+def move_file(source, path):
+    """Renames ``source`` to ``path``. A retried move (source gone, target there) is done."""
+    if not FileSystems.exists(source) and FileSystems.exists(path):
+        return
+    FileSystems.rename([source], [path])
 
 
 def join_files(path, sources):

@@ -23,6 +23,7 @@ NAMESPACE = "preprocess"   # of the Beam counters
 LOGGER_NAME = "preprocess"
 _LOGGER = logging.getLogger(LOGGER_NAME)
 ERRORS = "errors"          # tag of every dead-letter output
+ERRORS_FILE = "errors-00000-of-00001.jsonl"  # DIR/..., one JSON dead letter per line
 # A worker logs how far it got at most this often, so a long local run is never silent.
 PROGRESS_EVERY_SECONDS = 15.0
 
@@ -137,15 +138,31 @@ class DeriveLabels(beam.PTransform):
     """Rows -> a single sorted list of their distinct labels (for a side input).
 
     Computed from the rows themselves, in the same job, so the label list and
-    the label ids in the records cannot disagree.
+    the label ids in the records cannot disagree. One combine: each worker
+    sends its set of labels, not its rows.
     """
 
     def expand(self, rows):
         return (rows
                 | "Label" >> beam.Map(lambda row: row.label)
-                | "Distinct" >> beam.Distinct()
-                | "ToList" >> beam.combiners.ToList()
-                | "Sort" >> beam.Map(sorted))
+                | "Distinct" >> beam.CombineGlobally(SortedDistinctFn()))
+
+
+class SortedDistinctFn(beam.CombineFn):
+    """Values -> the sorted list of the distinct ones."""
+
+    def create_accumulator(self):
+        return set()
+
+    def add_input(self, seen, value):
+        seen.add(value)
+        return seen
+
+    def merge_accumulators(self, accumulators):
+        return set().union(*accumulators)
+
+    def extract_output(self, seen):
+        return sorted(seen)
 
 
 class ProcessImages(beam.PTransform):
@@ -234,8 +251,9 @@ class WriteShards(beam.PTransform):
     Each bundle writes its records into temporary pieces right where they were
     made (the records' step and this one fuse), so only small stats go on: no
     image bytes cross a shuffle. The pieces are then planned into shards
-    (shards.plan_shards: count from the split's bytes, or num_shards with the
-    source URI's hash as the shard) and joined byte for byte, in parallel.
+    (shards.plan_shards: by size, or num_shards with the source URI's hash as
+    the shard) and each shard is assembled (a whole piece renamed, smaller ones
+    joined byte for byte), in parallel.
     The temporary directory is removed once every shard is written.
     """
 
@@ -296,12 +314,12 @@ def shard_of(source, num_shards):
 def join_shard(planned, output_dir, labels):
     """(split, shard, count, pieces) -> writes the shard, returns its stats.
 
-    The pieces stay until every shard is written (remove_temp_dir), so a
-    retried join still finds them.
+    Joined pieces stay until every shard is written (remove_temp_dir), so a
+    retried join still finds them; a retried move finds its shard in place.
     """
     split, shard, num_shards, pieces = planned
     path = shards.shard_path(output_dir, split, shard, num_shards)
-    shards.join_files(path, [piece["path"] for piece in pieces])
+    shards.assemble_shard(path, [piece["path"] for piece in pieces])
     per_label, converted = collections.Counter(), collections.Counter()
     for piece in pieces:
         per_label.update({labels[label]: n for label, n in piece["per_label"].items()})
@@ -320,28 +338,16 @@ def remove_temp_dir(temp_dir, _shard_stats):
         FileSystems.delete([temp_dir])  # a local folder; on GCS folders do not exist
 
 
-class WriteErrors(beam.PTransform):
-    """Dead-letter dicts -> DIR/errors-00000-of-00001.jsonl (written even when empty)."""
-
-    def __init__(self, output_dir):
-        super().__init__()
-        self._output_dir = output_dir
-
-    def expand(self, errors):
-        return (errors
-                | "ToJson" >> beam.Map(lambda e: json.dumps(e, sort_keys=True))
-                | "Write" >> beam.io.WriteToText(
-                    FileSystems.join(self._output_dir, "errors"),
-                    file_name_suffix=".jsonl", num_shards=1))
-
-
 class WriteDatasetFiles(beam.PTransform):
-    """Writes labels.txt and metadata.json from the job's own outputs; returns the metadata.
+    """Writes labels.txt, metadata.json and the dead letters from the job's own outputs;
+    returns the metadata.
 
     Inputs (a dict): "labels" (singleton list), "shard_stats" (WriteShards'
-    output), "errors" (dead letters), "lines" (every input row read). A split
-    or shard that received no records still gets a (valid, empty) shard file,
-    so the "-of-N" names always add up.
+    output), "errors" (dead-letter dicts), "lines" (every input row read). A
+    split or shard that received no records still gets a (valid, empty) shard
+    file, so the "-of-N" names always add up. The dead letters go to
+    DIR/errors-00000-of-00001.jsonl (written even when empty), counted by
+    reason as they are written; they are streamed, never held in a list.
     """
 
     def __init__(self, output_dir, splits):
@@ -350,9 +356,6 @@ class WriteDatasetFiles(beam.PTransform):
         self._splits = list(splits)
 
     def expand(self, inputs):
-        rejected = (inputs["errors"]
-                    | "Reason" >> beam.Map(lambda e: e["reason"])
-                    | "CountReasons" >> beam.combiners.Count.PerElement())
         rows_read = inputs["lines"] | "CountRows" >> beam.combiners.Count.Globally()
         return (inputs["labels"].pipeline
                 | "Once" >> beam.Create([None])
@@ -360,11 +363,12 @@ class WriteDatasetFiles(beam.PTransform):
                     write_dataset_files, self._output_dir, self._splits,
                     labels=beam.pvalue.AsSingleton(inputs["labels"]),
                     shard_stats=beam.pvalue.AsList(inputs["shard_stats"]),
-                    rejected=beam.pvalue.AsDict(rejected),
+                    errors=beam.pvalue.AsIter(inputs["errors"]),
                     rows_read=beam.pvalue.AsSingleton(rows_read)))
 
 
-def write_dataset_files(_, output_dir, splits, labels, shard_stats, rejected, rows_read):
+def write_dataset_files(_, output_dir, splits, labels, shard_stats, errors, rows_read):
+    rejected = write_errors(output_dir, errors)
     split_stats = summarize_splits(splits, labels, shard_stats)
     write_missing_shards(output_dir, split_stats, shard_stats)
     converted = collections.Counter()  # images re-encoded, by why
@@ -377,6 +381,17 @@ def write_dataset_files(_, output_dir, splits, labels, shard_stats, rejected, ro
     shards.write_text(FileSystems.join(output_dir, metadata.METADATA_FILE),
                       metadata.metadata_to_json(meta))
     return meta
+
+
+def write_errors(output_dir, errors):
+    """Dead-letter dicts -> one JSON line each in ERRORS_FILE; returns {reason: count}."""
+    rejected = collections.Counter()
+    with FileSystems.create(FileSystems.join(output_dir, ERRORS_FILE), mime_type="text/plain",
+                            compression_type="uncompressed") as f:
+        for error in errors:
+            rejected[error["reason"]] += 1
+            f.write(json.dumps(error, sort_keys=True).encode("utf-8") + b"\n")
+    return dict(sorted(rejected.items()))
 
 
 def summarize_splits(splits, labels, shard_stats):

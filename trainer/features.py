@@ -52,6 +52,8 @@ def parse_spec():
 #   Features { map<string, Feature> feature = 1; }   map entry: key = 1, value = 2
 #   Feature  { BytesList bytes_list = 1; Int64List int64_list = 3; }
 #   BytesList { repeated bytes value = 1; }  Int64List { repeated int64 value = 1 [packed]; }
+# Each message is built as a list of byte strings with its length known, and
+# joined once at the end: the JPEG bytes are copied once, not once per level.
 def _varint(value):
     value &= (1 << 64) - 1  # int64 two's complement, as protobuf encodes negatives
     out = bytearray()
@@ -62,16 +64,32 @@ def _varint(value):
     return bytes(out)
 
 
-def _length_delimited(field_number, payload):
-    return _varint(field_number << 3 | 2) + _varint(len(payload)) + payload
+def _tag(field_number):
+    """The key of a length-delimited field (wire type 2)."""
+    return _varint(field_number << 3 | 2)
+
+
+def _delimited(field_number, parts, size):
+    """(parts, size) of field ``field_number`` holding ``parts`` (``size`` bytes in all)."""
+    head = _tag(field_number) + _varint(size)
+    return [head, *parts], len(head) + size
 
 
 def _bytes_feature(value):
-    return _length_delimited(1, _length_delimited(1, value))
+    return _delimited(1, *_delimited(1, [value], len(value)))
 
 
 def _int64_feature(value):
-    return _length_delimited(3, _length_delimited(1, _varint(int(value))))
+    packed = _varint(int(value))
+    return _delimited(3, *_delimited(1, [packed], len(packed)))
+
+
+def _map_entry(key, feature):
+    """One Features.feature map entry: the key (field 1) and the Feature (field 2)."""
+    key_bytes = key.encode("utf-8")
+    key_part, key_size = _delimited(1, [key_bytes], len(key_bytes))
+    value_parts, value_size = _delimited(2, *feature)
+    return _delimited(1, key_part + value_parts, key_size + value_size)
 
 
 def make_example(jpeg_bytes, height, width, label, label_text, filename):
@@ -90,10 +108,13 @@ def make_example(jpeg_bytes, height, width, label, label_text, filename):
         LABEL_TEXT: _bytes_feature(label_text.encode("utf-8")),
         FILENAME: _bytes_feature(filename.encode("utf-8")),
     }
-    entries = b"".join(
-        _length_delimited(1, _length_delimited(1, key.encode("utf-8")) + _length_delimited(2, value))
-        for key, value in feature.items())
-    return _length_delimited(1, entries)
+    parts, size = [], 0
+    for key, value in feature.items():
+        entry_parts, entry_size = _map_entry(key, value)
+        parts += entry_parts
+        size += entry_size
+    example_parts, _ = _delimited(1, parts, size)
+    return b"".join(example_parts)
 
 
 def parse_example(serialized):

@@ -97,3 +97,17 @@ def test_gs_glob_that_matches_nothing_is_an_error(bucket):
     with pytest.raises(ValueError, match=f"gs://{BUCKET}/nothing/\\*.csv matches no file"):
         jpeg_to_tfrecord.parse_config(["--input_csv", f"gs://{BUCKET}/nothing/*.csv",
                                        "--output_dir", f"gs://{BUCKET}/o"])
+
+
+def test_gs_shard_from_one_piece_is_moved_and_from_several_is_joined(bucket):
+    from preprocess import shards
+    from tests.preprocess.test_transforms import parse_records
+    pieces = [f"gs://{BUCKET}/tmp/piece{i}" for i in range(3)]
+    for path, payloads in zip(pieces, [[b"a"], [b"bb", b"c"], [b"ddd"]]):
+        shards.write_records(path, payloads)
+    shards.assemble_shard(f"gs://{BUCKET}/shards/moved", pieces[:1])
+    shards.assemble_shard(f"gs://{BUCKET}/shards/joined", pieces[1:])
+    assert parse_records(bucket.blob("shards/moved").download_as_bytes()) == [b"a"]
+    assert parse_records(bucket.blob("shards/joined").download_as_bytes()) == [
+        b"bb", b"c", b"ddd"]
+    assert not bucket.blob("tmp/piece0").exists() and bucket.blob("tmp/piece1").exists()

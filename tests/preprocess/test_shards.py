@@ -28,15 +28,21 @@ def test_piece_writer_rolls_over_by_size_and_closes_least_recently_used(tmp_path
     assert len({p["path"] for p in pieces}) == 5
 
 
-def test_plan_by_size_balances_and_covers_every_split():
+def test_plan_by_size_keeps_whole_pieces_alone_and_packs_the_rest():
     target = shards.TARGET_SHARD_BYTES
-    pieces = [piece("train", target // 2, f"p{i}") for i in range(5)]  # 2.5 targets -> 3
-    plan = shards.plan_shards(pieces, ["train", "eval"])
+    whole = [piece("train", target, "w0"), piece("train", target // 2, "w1")]
+    small = [piece("train", target // 4, f"s{i}") for i in range(5)]  # 1.25 targets -> 2
+    plan = shards.plan_shards(small + whole, ["train", "eval"])
     assert [(split, shard, count) for split, shard, count, _ in plan] == [
-        ("eval", 0, 1), ("train", 0, 3), ("train", 1, 3), ("train", 2, 3)]
-    sizes = sorted(sum(p["bytes"] for p in members) for *_, members in plan[1:])
-    assert sizes == [target // 2, target, target]
-    assert sorted(p["path"] for *_, members in plan for p in members) == [f"p{i}" for i in range(5)]
+        ("eval", 0, 1), ("train", 0, 4), ("train", 1, 4), ("train", 2, 4), ("train", 3, 4)]
+    members = {tuple(p["path"] for p in group) for *_, group in plan[1:]}
+    assert ("w0",) in members and ("w1",) in members
+    packed = sorted(sum(p["bytes"] for p in group) for *_, group in plan[1:]
+                    if group[0]["path"].startswith("s"))
+    assert packed == [2 * (target // 4), 3 * (target // 4)]
+    assert sorted(p["path"] for *_, group in plan for p in group) == sorted(
+        p["path"] for p in small + whole)
+    assert plan[0][3] == []  # a split without records still gets its one (empty) shard
 
 
 def test_plan_with_forced_count_uses_the_buckets():
@@ -57,3 +63,13 @@ def test_joined_pieces_are_one_valid_tfrecord_file(tmp_path):
     tf = pytest.importorskip("tensorflow")
     assert list(tf.data.TFRecordDataset(str(tmp_path / "joined")).as_numpy_iterator()) == [
         b"a", b"bb", b"ccc"]
+
+
+def test_a_single_piece_is_moved_and_a_retried_move_is_a_no_op(tmp_path):
+    source, shard = str(tmp_path / "piece"), str(tmp_path / "train-00000-of-00001.tfrecord")
+    shards.write_records(source, [b"a", b"bb"])
+    shards.assemble_shard(shard, [source])
+    assert not (tmp_path / "piece").exists()
+    assert read_records(tmp_path / "train-00000-of-00001.tfrecord") == [b"a", b"bb"]
+    shards.assemble_shard(shard, [source])  # the bundle retried after the move
+    assert read_records(tmp_path / "train-00000-of-00001.tfrecord") == [b"a", b"bb"]

@@ -90,7 +90,12 @@ def test_write_shards_writes_every_record_once(tmp_path, num_shards):
 
 def read_records(path):
     """The payloads of a TFRecord file, checking the framing (shards.frame_record)."""
-    data, records = path.read_bytes(), []
+    return parse_records(path.read_bytes())
+
+
+def parse_records(data):
+    """The payloads of TFRecord file contents, checking the framing (shards.frame_record)."""
+    records = []
     while data:
         length = int.from_bytes(data[:8], "little")
         records.append(data[12:12 + length])
@@ -108,7 +113,8 @@ def combine_totals(items):
     return total, dict(sorted(per_label.items()))
 
 
-def test_write_dataset_files_counts_from_outputs_and_fills_empty_shards(tmp_path):
+def test_write_dataset_files_counts_from_outputs_writes_dead_letters_and_fills_empty_shards(
+        tmp_path):
     stats = [{"split": "train", "shard": 1, "num_shards": 2, "records": 5,
               "per_label": {"a": 5}, "converted": {"mode_l": 2}}]
     errors = [{"reason": "empty_file"}, {"reason": "empty_file"}, {"reason": "missing_file"}]
@@ -130,3 +136,6 @@ def test_write_dataset_files_counts_from_outputs_and_fills_empty_shards(tmp_path
     # shard 0 of train and the only eval shard got no records: they exist, empty
     assert (tmp_path / "train-00000-of-00002.tfrecord").stat().st_size == 0
     assert (tmp_path / "eval-00000-of-00001.tfrecord").exists()
+    letters = (tmp_path / transforms.ERRORS_FILE).read_text().splitlines()
+    assert sorted(json.loads(line)["reason"] for line in letters) == [
+        "empty_file", "empty_file", "missing_file"]
