@@ -34,6 +34,9 @@ from trainer import features, image_ops
 
 ModeKeys = tf.estimator.ModeKeys
 AUTOTUNE = tf.data.AUTOTUNE
+# Images of a training batch decoded at once (tf.map_fn's parallel_iterations);
+# 4-64 measured alike by bench/bench_input.py on 2 cores, on digits and photos.
+DECODE_PARALLELISM = 16
 
 
 def list_files(file_pattern):
@@ -143,26 +146,28 @@ def read_train_records(files, params):
 
 
 def make_train_dataset(files, params):
-    """Shuffled, repeated, augmented batches of params["batch_size"]."""
+    """Shuffled, repeated, augmented batches of params["batch_size"].
+
+    Everything runs per batch, in one parallel map: parse, draw crop windows,
+    decode each JPEG's window and resize (tf.map_fn, DECODE_PARALLELISM images
+    at a time), flip, normalize. In tf.data each per-image step costs about as
+    much as decoding a 32x32 JPEG, so a per-image map (and the unbatch and
+    re-batch around it) is what bench/bench_input.py measured as the cost.
+    drop_remainder=True: the TPU compiles for one static batch shape, and the
+    stream is endless.
+    """
     dataset = read_train_records(files, params)
-    # Parse, draw crop windows, flip and normalize per batch; only the JPEG
-    # decode and resize run per image: in tf.data each per-image op costs
-    # about as much as decoding a 32x32 JPEG. drop_remainder=True: the TPU
-    # compiles for one static batch shape, and the stream is endless.
-    batch_size, image_size = int(params["batch_size"]), int(params["image_size"])
-    dataset = dataset.batch(batch_size, drop_remainder=True)
-    dataset = dataset.map(_make_parse_and_sample_fn(params), num_parallel_calls=AUTOTUNE)
-    dataset = dataset.unbatch().map(
-        lambda image_bytes, window, label: (
-            image_ops.decode_crop_and_resize(image_bytes, window, image_size), label),
-        num_parallel_calls=AUTOTUNE, deterministic=False)
-    dataset = dataset.batch(batch_size, drop_remainder=True)
-    return dataset.map(_make_augment_batch_fn(params), num_parallel_calls=AUTOTUNE)
+    dataset = dataset.batch(int(params["batch_size"]), drop_remainder=True)
+    return dataset.map(_make_train_batch_fn(params), num_parallel_calls=AUTOTUNE,
+                       deterministic=False)
 
 
-def _make_parse_and_sample_fn(params):
-    """[B] records -> ([B] JPEG bytes, [B, 4] crop windows, [B] int32 labels)."""
-    def parse_and_sample(records):
+def _make_train_batch_fn(params):
+    """[B] serialized records -> ({"image": [B, S, S, 3], "weight": [B]}, [B] int32 labels)."""
+    image_size = int(params["image_size"])
+    image_spec = tf.TensorSpec([image_size, image_size, 3], tf.float32)
+
+    def train_batch(records):
         parsed = features.parse_example_batch(records)
         # The schema stores each image's size, so windows need no JPEG header read.
         heights, widths = parsed[features.HEIGHT], parsed[features.WIDTH]
@@ -171,15 +176,14 @@ def _make_parse_and_sample_fn(params):
             message=f"records without {features.HEIGHT}/{features.WIDTH}: rebuild the TFRecords")
         with tf.control_dependencies([check]):
             windows = image_ops.sample_crop_windows(heights, widths, float(params["min_crop_area"]))
-        return parsed[features.ENCODED], windows, tf.cast(parsed[features.LABEL], tf.int32)
-    return parse_and_sample
-
-
-def _make_augment_batch_fn(params):
-    def augment_batch(images, labels):
+        images = tf.map_fn(
+            lambda args: image_ops.decode_crop_and_resize(args[0], args[1], image_size),
+            (parsed[features.ENCODED], windows), fn_output_signature=image_spec,
+            parallel_iterations=DECODE_PARALLELISM)
         images = image_ops.flip_and_normalize_batch(images, bool(params["random_flip"]))
+        labels = tf.cast(parsed[features.LABEL], tf.int32)
         return {"image": images, "weight": tf.ones_like(labels, tf.float32)}, labels
-    return augment_batch
+    return train_batch
 
 
 def make_eval_dataset(files, num_examples, params):
