@@ -172,7 +172,7 @@ def report(name, params, rows):
 def run(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="small_cnn,resnet", help="comma-separated nets")
-    parser.add_argument("--rounds", type=int, default=4, help="alternating rounds per model")
+    parser.add_argument("--rounds", type=int, default=7, help="alternating rounds per model")
     parser.add_argument("--steps", type=int, default=60, help="training steps per run")
     parser.add_argument("--examples", type=int, default=1024, help="digit JPEGs written")
     args = parser.parse_args(argv)
