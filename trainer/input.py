@@ -106,13 +106,6 @@ def eval_steps(num_examples, global_batch_size):
     return math.ceil(num_examples / global_batch_size)
 
 
-def _example_to_features(serialized, preprocess):
-    parsed = features.parse_example(serialized)
-    image = preprocess(parsed[features.ENCODED])
-    label = tf.cast(parsed[features.LABEL], tf.int32)
-    return {"image": image, "weight": tf.constant(1.0, tf.float32)}, label
-
-
 def finalize_batch(params):
     """Casts and lays out a batch for the TPU: bfloat16 and batch-last are optional."""
     def finalize(batch_features, labels):
@@ -187,9 +180,15 @@ def _make_train_batch_fn(params):
 
 
 def make_eval_dataset(files, num_examples, params):
-    """One deterministic pass in batches, padded with zero-weight examples to whole steps."""
+    """One deterministic pass in batches, padded with zero-weight examples to whole steps.
+
+    Like training, the image work runs per batch (parse, tf.map_fn of the
+    evaluation preprocessing); the last real batch is topped up with
+    zero-weight images and whole zero-weight batches follow, so every real
+    example is seen exactly once and every batch has the static size.
+    """
     num_shards, shard_index = input_shard(params)
-    image_size = params["image_size"]
+    batch_size = int(params["batch_size"])
     dataset = tf.data.Dataset.from_tensor_slices(files).interleave(
         tf.data.TFRecordDataset, num_parallel_calls=AUTOTUNE, deterministic=True)
     # Shard records, not files: shard sizes are then known exactly from N.
@@ -199,19 +198,49 @@ def make_eval_dataset(files, num_examples, params):
     dataset = dataset.apply(tf.data.experimental.assert_cardinality(shard_examples))
     if params["cache_dataset"]:
         dataset = dataset.cache()
-    dataset = dataset.map(
-        lambda record: _example_to_features(
-            record, lambda image_bytes: image_ops.preprocess_for_eval(image_bytes, image_size)),
-        num_parallel_calls=AUTOTUNE, deterministic=True)
-    step_examples = int(params["batch_size"]) * batches_per_step(params)
-    padding = padded_shard_size(num_examples, num_shards, step_examples) - shard_examples
-    pad_element = ({"image": tf.zeros([image_size, image_size, 3], tf.float32),
-                    "weight": tf.constant(0.0, tf.float32)},
-                   tf.constant(0, tf.int32))
-    dataset = dataset.concatenate(tf.data.Dataset.from_tensors(pad_element).repeat(padding))
-    # drop_remainder=True only makes the static batch shape the TPU needs:
-    # the padding above already made the count a whole number of batches.
-    return dataset.batch(int(params["batch_size"]), drop_remainder=True)
+    dataset = dataset.batch(batch_size).map(
+        _make_eval_batch_fn(params), num_parallel_calls=AUTOTUNE, deterministic=True)
+    step_examples = batch_size * batches_per_step(params)
+    padding_batches = (padded_shard_size(num_examples, num_shards, step_examples) // batch_size
+                       - math.ceil(shard_examples / batch_size))
+    return dataset.concatenate(tf.data.Dataset.from_tensors(
+        _pad_batch_to(_empty_batch(params), batch_size)).repeat(padding_batches))
+
+
+def _make_eval_batch_fn(params):
+    """[b <= B] serialized records -> a batch of B: the b real ones, then zero-weight padding."""
+    image_size, batch_size = int(params["image_size"]), int(params["batch_size"])
+    image_spec = tf.TensorSpec([image_size, image_size, 3], tf.float32)
+
+    def eval_batch(records):
+        parsed = features.parse_example_batch(records)
+        images = tf.map_fn(
+            lambda image_bytes: image_ops.preprocess_for_eval(image_bytes, image_size),
+            parsed[features.ENCODED], fn_output_signature=image_spec,
+            parallel_iterations=DECODE_PARALLELISM)
+        labels = tf.cast(parsed[features.LABEL], tf.int32)
+        batch = ({"image": images, "weight": tf.ones_like(labels, tf.float32)}, labels)
+        return _pad_batch_to(batch, batch_size)
+    return eval_batch
+
+
+def _empty_batch(params):
+    """A batch of no examples, in the eval batch's structure."""
+    image_size = int(params["image_size"])
+    return ({"image": tf.zeros([0, image_size, image_size, 3], tf.float32),
+             "weight": tf.zeros([0], tf.float32)}, tf.zeros([0], tf.int32))
+
+
+def _pad_batch_to(batch, batch_size):
+    """Appends zero rows (weight 0: they count in no metric) up to batch_size; static shapes."""
+    batch_features, labels = batch
+    missing = batch_size - tf.shape(labels)[0]
+
+    def pad(tensor):
+        padded = tf.pad(tensor, [[0, missing]] + [[0, 0]] * (tensor.shape.rank - 1))
+        padded.set_shape([batch_size] + tensor.shape.as_list()[1:])
+        return padded
+    return {key: pad(value) for key, value in batch_features.items()}, pad(labels)
 
 
 def make_input_fn(file_pattern, mode, num_examples=None):
