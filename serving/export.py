@@ -34,9 +34,7 @@ def make_serving_input_fn(params):
         # The key defaults to "" per image, so the unkeyed signatures need not feed it.
         key = tf.compat.v1.placeholder_with_default(
             tf.fill(tf.shape(image_bytes), ""), [None], name=signature.INPUT_KEY)
-        images = tf.map_fn(
-            lambda jpeg: image_ops.preprocess_for_eval(jpeg, image_size), image_bytes,
-            fn_output_signature=tf.TensorSpec([image_size, image_size, 3], tf.float32))
+        images = image_ops.preprocess_batch_for_eval(image_bytes, image_size)
         if params["transpose_input"]:  # the layout model_fn expects (trainer/input.py)
             images = tf.transpose(images, [1, 2, 3, 0])
         return tf.estimator.export.ServingInputReceiver(

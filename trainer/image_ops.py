@@ -68,6 +68,17 @@ def preprocess_for_eval(image_bytes, image_size):
     return normalize_image(_resize(image, image_size))
 
 
+def preprocess_batch_for_eval(image_bytes, image_size, parallel_iterations=10):
+    """preprocess_for_eval on each of [n] JPEG strings -> float32 [n, S, S, 3].
+
+    The one batched form shared by the eval input_fn and the serving export.
+    """
+    return tf.map_fn(
+        lambda one_image: preprocess_for_eval(one_image, image_size), image_bytes,
+        fn_output_signature=tf.TensorSpec([image_size, image_size, 3], tf.float32),
+        parallel_iterations=parallel_iterations)
+
+
 def sample_crop_windows(heights, widths, min_crop_area):
     """Random Inception-style crop windows, vectorized over a batch of image sizes.
 

@@ -210,14 +210,11 @@ def make_eval_dataset(files, num_examples, params):
 def _make_eval_batch_fn(params):
     """[b <= B] serialized records -> a batch of B: the b real ones, then zero-weight padding."""
     image_size, batch_size = int(params["image_size"]), int(params["batch_size"])
-    image_spec = tf.TensorSpec([image_size, image_size, 3], tf.float32)
 
     def eval_batch(records):
         parsed = features.parse_example_batch(records)
-        images = tf.map_fn(
-            lambda image_bytes: image_ops.preprocess_for_eval(image_bytes, image_size),
-            parsed[features.ENCODED], fn_output_signature=image_spec,
-            parallel_iterations=DECODE_PARALLELISM)
+        images = image_ops.preprocess_batch_for_eval(
+            parsed[features.ENCODED], image_size, parallel_iterations=DECODE_PARALLELISM)
         labels = tf.cast(parsed[features.LABEL], tf.int32)
         batch = ({"image": images, "weight": tf.ones_like(labels, tf.float32)}, labels)
         return _pad_batch_to(batch, batch_size)
