@@ -84,12 +84,22 @@ def _int64_feature(value):
     return _delimited(3, *_delimited(1, [packed], len(packed)))
 
 
+def _encode_key(key):
+    """The key field (1) of a map entry, as one byte string."""
+    key_bytes = key.encode("utf-8")
+    return b"".join(_delimited(1, [key_bytes], len(key_bytes))[0])
+
+
 def _map_entry(key, feature):
     """One Features.feature map entry: the key (field 1) and the Feature (field 2)."""
-    key_bytes = key.encode("utf-8")
-    key_part, key_size = _delimited(1, [key_bytes], len(key_bytes))
+    key_part = _ENCODED_KEYS[key]
     value_parts, value_size = _delimited(2, *feature)
-    return _delimited(1, key_part + value_parts, key_size + value_size)
+    return _delimited(1, [key_part, *value_parts], len(key_part) + value_size)
+
+
+# The schema's keys, encoded once rather than for every record.
+_ENCODED_KEYS = {key: _encode_key(key) for key in (
+    ENCODED, FORMAT, HEIGHT, WIDTH, CHANNELS, LABEL, LABEL_TEXT, FILENAME)}
 
 
 def make_example(jpeg_bytes, height, width, label, label_text, filename):
