@@ -48,6 +48,8 @@ PROJECT_SETUP_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspat
 # Used when the split comes from hashing (one CSV or --input_dir) and no
 # --eval_fraction was given: 10% held out, the usual choice for the flowers data.
 DEFAULT_EVAL_FRACTION = 0.1
+# More threads than this per process only queue behind the GIL.
+MAX_IMAGE_THREADS = 64
 SPLIT_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 # Local worker processes log only warnings and this project's own INFO lines
 # (progress, files written); Beam's per-worker start-up chatter is hidden.
@@ -67,6 +69,7 @@ class Config:
     resize: int                # 0 = keep the size
     max_pixels: int
     jpeg_quality: int
+    image_threads: int         # 0 = choose by runner (choose_image_threads)
 
     @property
     def splits(self):
@@ -94,6 +97,9 @@ def make_parser():
                         help="reject images with more pixels (decompression bombs)")
     parser.add_argument("--jpeg_quality", type=int, default=images.DEFAULT_JPEG_QUALITY,
                         help="quality of re-encoded JPEGs")
+    parser.add_argument("--image_threads", type=int, default=0,
+                        help="threads per worker process doing the image work; default: one "
+                             "per core with the local threads mode, else 1 (inline)")
     return parser
 
 
@@ -109,7 +115,7 @@ def parse_config(argv):
     labels = tuple(read_labels_file(args.labels_file)) if args.labels_file else ()
     config = Config(args.output_dir.rstrip("/"), tuple(csv_inputs), args.input_dir.rstrip("/"),
                     eval_fraction, labels, args.num_shards, args.resize, args.max_pixels,
-                    args.jpeg_quality)
+                    args.jpeg_quality, args.image_threads)
     return config, pipeline_args
 
 
@@ -119,7 +125,8 @@ def check_numbers(args):
                          f"{'both' if args.input_dir else 'neither'}")
     checks = [("num_shards", args.num_shards, 0, shards.MAX_SHARDS),
               ("resize", args.resize, 0, None), ("max_pixels", args.max_pixels, 1, None),
-              ("jpeg_quality", args.jpeg_quality, 1, 100)]
+              ("jpeg_quality", args.jpeg_quality, 1, 100),
+              ("image_threads", args.image_threads, 0, MAX_IMAGE_THREADS)]
     for name, value, low, high in checks:
         if value < low or (high is not None and value > high):
             bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
@@ -214,6 +221,21 @@ def set_local_worker_logging(options, typed):
         worker.sdk_harness_log_level_overrides = dict(LOCAL_WORKER_LOG_OVERRIDES)
 
 
+def choose_image_threads(requested, options):
+    """--image_threads if given; else one per core when the local runner keeps its
+    workers in this one process (threads or in_memory: one shared pool then
+    balances the cores), and 1 (inline) elsewhere: local worker processes, and
+    remote runners, which run a worker process per core and rebalance work themselves.
+    """
+    if requested:
+        return requested
+    runner = options.view_as(StandardOptions).runner.rsplit(".", 1)[-1]
+    mode = options.view_as(DirectOptions).direct_running_mode
+    if runner == LOCAL_RUNNER and mode != "multi_processing":
+        return os.cpu_count() or 1
+    return 1
+
+
 def make_runner(options):
     """The FnApiRunner built as Beam's DirectRunner builds it, minus the Prism attempt.
 
@@ -242,7 +264,7 @@ def build_pipeline(pipeline, config):
     else:
         labels = read["rows"] | "DeriveLabels" >> transforms.DeriveLabels()
     processed = read["rows"] | "ProcessImages" >> transforms.ProcessImages(
-        labels, config.max_pixels, config.resize, config.jpeg_quality)
+        labels, config.max_pixels, config.resize, config.jpeg_quality, config.image_threads)
     shard_stats = processed["records"] | "WriteShards" >> transforms.WriteShards(
         config.output_dir, labels, config.num_shards or None, config.splits)
     errors = ((read[transforms.ERRORS], processed[transforms.ERRORS])
@@ -295,7 +317,10 @@ def run(argv=None):
     """Runs the job to completion; returns the metadata dict it wrote."""
     config, pipeline_args = parse_config(argv)
     options = build_pipeline_options(pipeline_args)
-    _LOGGER.info("Runner %s; writing to %s; splits %s", options.view_as(StandardOptions).runner,
+    config = dataclasses.replace(
+        config, image_threads=choose_image_threads(config.image_threads, options))
+    _LOGGER.info("Runner %s; %d image thread(s) per worker process; writing to %s; splits %s",
+                 options.view_as(StandardOptions).runner, config.image_threads,
                  config.output_dir, ", ".join(config.splits))
     remove_stale_outputs(config)
     log_local_workers(options)

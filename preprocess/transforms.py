@@ -16,7 +16,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from preprocess import images, shards, sources
+from preprocess import images, shards, sources, work_pool
 from trainer import features, metadata
 
 NAMESPACE = "preprocess"   # of the Beam counters
@@ -26,6 +26,9 @@ ERRORS = "errors"          # tag of every dead-letter output
 ERRORS_FILE = "errors-00000-of-00001.jsonl"  # DIR/..., one JSON dead letter per line
 # A worker logs how far it got at most this often, so a long local run is never silent.
 PROGRESS_EVERY_SECONDS = 15.0
+# Rows queued per pool thread: enough to keep every thread busy, few enough that
+# the images held in memory stay small (~100 KB each).
+IN_FLIGHT_PER_THREAD = 4
 
 
 class Record(typing.NamedTuple):
@@ -166,12 +169,17 @@ class SortedDistinctFn(beam.CombineFn):
 
 
 class ProcessImages(beam.PTransform):
-    """Rows + labels (side input) -> {"records", ERRORS}: read, validate, convert, serialize."""
+    """Rows + labels (side input) -> {"records", ERRORS}: read, validate, convert, serialize.
 
-    def __init__(self, labels, max_pixels, resize, jpeg_quality):
+    threads > 1: the per-image work runs in a process-wide pool of that many
+    threads (preprocess/work_pool.py), which balances the load across cores
+    when the local runner's static split does not.
+    """
+
+    def __init__(self, labels, max_pixels, resize, jpeg_quality, threads=1):
         super().__init__()
         self._labels = labels
-        self._fn = ProcessImageFn(max_pixels, resize, jpeg_quality)
+        self._fn = ProcessImageFn(max_pixels, resize, jpeg_quality, threads)
 
     def expand(self, rows):
         outputs = rows | "Process" >> beam.ParDo(
@@ -180,31 +188,51 @@ class ProcessImages(beam.PTransform):
 
 
 class ProcessImageFn(beam.DoFn):
-    """One row -> one Record, or one dead-letter dict with the reason."""
+    """One row -> one Record, or one dead-letter dict with the reason.
 
-    def __init__(self, max_pixels, resize, jpeg_quality):
+    The work of a row may finish while a later row is processed: each result
+    is emitted with its own row's window and timestamp, and counted on the
+    bundle's thread (Beam's counters do not see pool threads).
+    """
+
+    def __init__(self, max_pixels, resize, jpeg_quality, threads=1):
         self._max_pixels = max_pixels
         self._resize = resize
         self._jpeg_quality = jpeg_quality
+        self._threads = threads
 
     def setup(self):
         self._label_ids = {}
         self._labels_seen = None
         self._progress = ProgressLog("images")
 
-    def process(self, row, labels):
+    def start_bundle(self):
+        self._queue = work_pool.WorkQueue(
+            self._threads, limit=IN_FLIGHT_PER_THREAD * max(1, self._threads))
+
+    def process(self, row, labels, windowed_row=beam.DoFn.WindowedValueParam):
+        due = self._queue.submit(windowed_row, process_row, row, self._label_index(labels),
+                                 self._max_pixels, self._resize, self._jpeg_quality)
+        for windowed, future in due:
+            yield self._emit(windowed, future)
+
+    def finish_bundle(self):
+        for windowed, future in self._queue.drain():
+            yield self._emit(windowed, future)
+
+    def _emit(self, windowed_row, future):
+        """A finished row's Record or dead letter, in its row's window."""
         try:
-            record = process_row(row, self._label_index(labels), self._max_pixels,
-                                 self._resize, self._jpeg_quality)
+            record = future.result()
         except (sources.RowRejected, images.ImageRejected) as err:
             count_rejection(err.reason)
             self._progress.add(rejected=True)
-            yield beam.pvalue.TaggedOutput(ERRORS, dead_letter(row, err.reason, err.detail))
-            return
+            return beam.pvalue.TaggedOutput(ERRORS, windowed_row.with_value(
+                dead_letter(windowed_row.value, err.reason, err.detail)))
         for conversion in record.conversions:
             Metrics.counter(NAMESPACE, f"converted_{conversion}").inc()
         self._progress.add(rejected=False)
-        yield record
+        return windowed_row.with_value(record)
 
     def _label_index(self, labels):
         if labels is not self._labels_seen:  # the side input is one object per bundle

@@ -54,7 +54,12 @@ def parse_spec():
 #   BytesList { repeated bytes value = 1; }  Int64List { repeated int64 value = 1 [packed]; }
 # Each message is built as a list of byte strings with its length known, and
 # joined once at the end: the JPEG bytes are copied once, not once per level.
+_SMALL_VARINTS = tuple(bytes((value,)) for value in range(0x80))  # one byte each
+
+
 def _varint(value):
+    if 0 <= value < 0x80:
+        return _SMALL_VARINTS[value]  # lengths of short strings, labels, tags
     value &= (1 << 64) - 1  # int64 two's complement, as protobuf encodes negatives
     out = bytearray()
     while value > 0x7F:
@@ -97,9 +102,17 @@ def _map_entry(key, feature):
     return _delimited(1, [key_part, *value_parts], len(key_part) + value_size)
 
 
+def _joined(entry):
+    parts, size = entry
+    return [b"".join(parts)], size
+
+
 # The schema's keys, encoded once rather than for every record.
 _ENCODED_KEYS = {key: _encode_key(key) for key in (
     ENCODED, FORMAT, HEIGHT, WIDTH, CHANNELS, LABEL, LABEL_TEXT, FILENAME)}
+# Entries that are the same in every record, encoded once.
+_FORMAT_ENTRY = _joined(_map_entry(FORMAT, _bytes_feature(IMAGE_FORMAT)))
+_CHANNELS_ENTRY = _joined(_map_entry(CHANNELS, _int64_feature(IMAGE_CHANNELS)))
 
 
 def make_example(jpeg_bytes, height, width, label, label_text, filename):
@@ -108,19 +121,18 @@ def make_example(jpeg_bytes, height, width, label, label_text, filename):
     Pure Python: safe and cheap in a Beam worker, with no TensorFlow import.
     tests/test_schema.py checks it parses back with tf.train.Example and the parse spec.
     """
-    feature = {
-        ENCODED: _bytes_feature(jpeg_bytes),
-        FORMAT: _bytes_feature(IMAGE_FORMAT),
-        HEIGHT: _int64_feature(height),
-        WIDTH: _int64_feature(width),
-        CHANNELS: _int64_feature(IMAGE_CHANNELS),
-        LABEL: _int64_feature(label),
-        LABEL_TEXT: _bytes_feature(label_text.encode("utf-8")),
-        FILENAME: _bytes_feature(filename.encode("utf-8")),
-    }
+    entries = (
+        _map_entry(ENCODED, _bytes_feature(jpeg_bytes)),
+        _FORMAT_ENTRY,
+        _map_entry(HEIGHT, _int64_feature(height)),
+        _map_entry(WIDTH, _int64_feature(width)),
+        _CHANNELS_ENTRY,
+        _map_entry(LABEL, _int64_feature(label)),
+        _map_entry(LABEL_TEXT, _bytes_feature(label_text.encode("utf-8"))),
+        _map_entry(FILENAME, _bytes_feature(filename.encode("utf-8"))),
+    )
     parts, size = [], 0
-    for key, value in feature.items():
-        entry_parts, entry_size = _map_entry(key, value)
+    for entry_parts, entry_size in entries:
         parts += entry_parts
         size += entry_size
     example_parts, _ = _delimited(1, parts, size)

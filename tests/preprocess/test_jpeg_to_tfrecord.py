@@ -1,5 +1,6 @@
 """The entry point end to end: hostile corpus with exact counts, round trip, flags, runners."""
 import json
+import os
 
 import pytest
 from apache_beam.options.pipeline_options import (
@@ -142,6 +143,7 @@ def test_folder_tree_with_hash_split_and_forced_shards(tmp_path):
     (["--input_csv", "{tmp}/x.csv", "--eval_fraction", "1.5"], "--eval_fraction=1.5"),
     (["--input_csv", "{tmp}/x.csv", "--num_shards", "-1"], "--num_shards=-1"),
     (["--input_csv", "{tmp}/x.csv", "--jpeg_quality", "101"], "--jpeg_quality=101"),
+    (["--input_csv", "{tmp}/x.csv", "--image_threads", "-1"], "--image_threads=-1"),
     (["--input_dir", "{tmp}/empty"], "has no files in label folders"),
 ])
 def test_bad_flags_are_rejected_naming_the_value(tmp_path, argv, message):
@@ -160,6 +162,18 @@ def test_local_default_uses_every_core_offline():
     assert options.view_as(SetupOptions).setup_file is None
     typed = jpeg_to_tfrecord.build_pipeline_options(["--direct_num_workers", "1"])
     assert typed.view_as(DirectOptions).direct_num_workers == 1
+
+
+@pytest.mark.parametrize("requested, beam_args, expected", [
+    (0, [], os.cpu_count()),  # local threads: one shared pool, a thread per core
+    (0, ["--direct_running_mode", "in_memory"], os.cpu_count()),
+    (0, ["--direct_running_mode", "multi_processing"], 1),
+    (0, ["--runner", "DataflowRunner"], 1),
+    (3, ["--runner", "DataflowRunner"], 3),
+])
+def test_image_threads_by_runner_unless_given(requested, beam_args, expected):
+    options = jpeg_to_tfrecord.build_pipeline_options(beam_args)
+    assert jpeg_to_tfrecord.choose_image_threads(requested, options) == expected
 
 
 def test_dataflow_options_pass_through_and_ship_setup_py():

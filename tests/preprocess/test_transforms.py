@@ -3,8 +3,10 @@ import json
 
 import apache_beam as beam
 import pytest
+from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.transforms.window import FixedWindows, TimestampedValue
 
 from preprocess import shards, transforms
 from preprocess.sources import Row
@@ -63,6 +65,39 @@ def test_process_images_splits_records_from_dead_letters(tmp_path):
         reasons = out[transforms.ERRORS] | beam.Map(lambda e: (e["origin"], e["reason"]))
         assert_that(reasons, equal_to([("c:2", "not_an_image"), ("c:3", "unknown_label"),
                                        ("c:4", "missing_file")]), label="errors")
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_process_images_keeps_each_rows_window_and_counts_every_outcome(tmp_path, threads):
+    """40 rows > the queue's limit: results come both while rows arrive and at the bundle's end."""
+    good = tmp_path / "good.jpg"
+    good.write_bytes(encode_image(pattern_image(10, 12, 1)))
+    gray = tmp_path / "gray.jpg"
+    gray.write_bytes(encode_image(pattern_image(10, 12, 2, channels=1)[..., 0]))
+    (tmp_path / "bad.jpg").write_bytes(b"nope")
+    sources = [good, gray, tmp_path / "bad.jpg", tmp_path / "gone.jpg"]
+    rows = [Row(str(sources[i % 4]), "dog", "train", f"c:{i}") for i in range(40)]
+    p = in_process_pipeline()
+    labels = p | "Labels" >> beam.Create([["cat", "dog"]])
+    windowed = (p | beam.Create([TimestampedValue(row, 10 * i) for i, row in enumerate(rows)])
+                | beam.WindowInto(FixedWindows(10)))
+    out = windowed | transforms.ProcessImages(labels, 10**6, 0, 95, threads=threads)
+    got_records = out["records"] | "R" >> beam.ParDo(what_and_window)
+    assert_that(got_records, equal_to([(sources[i % 4].name, 10 * i) for i in range(40)
+                                       if i % 4 < 2]), label="records")
+    got_errors = out[transforms.ERRORS] | "E" >> beam.ParDo(what_and_window)
+    assert_that(got_errors, equal_to([(f"c:{i}", 10 * i) for i in range(40) if i % 4 >= 2]),
+                label="errors")
+    counters = {c.key.metric.name: c.committed for c in
+                p.run().metrics().query(MetricsFilter().with_namespace("preprocess"))["counters"]}
+    assert counters == {"rejected_not_an_image": 10, "rejected_missing_file": 10,
+                        "converted_mode_l": 10}
+
+
+def what_and_window(item, window=beam.DoFn.WindowParam):
+    """A record -> (its file's name, its window's start); a dead letter -> (its origin, ...)."""
+    what = item["origin"] if isinstance(item, dict) else item.source.rsplit("/", 1)[1]
+    yield what, int(window.start)
 
 
 @pytest.mark.parametrize("num_shards", [None, 3])
