@@ -91,7 +91,7 @@ def read_image_bytes(uri):
     """
     try:
         if "://" not in uri:
-            # A local path: the builtin open skips Beam FileSystems. per-file
+            # A local path: the builtin open skips Beam FileSystems' per-file
             # lookup (~47 -> ~30 us per photo, time that holds the GIL).
             with open(uri, "rb") as f:
                 return f.read()
