@@ -270,7 +270,7 @@ def build_pipeline(pipeline, config):
     errors = ((read[transforms.ERRORS], processed[transforms.ERRORS])
               | "AllErrors" >> beam.Flatten())
     return ({"labels": labels, "shard_stats": shard_stats, "errors": errors,
-             "lines": read["lines"]}
+             "rows_read": read["rows_read"]}
             | "WriteDatasetFiles" >> transforms.WriteDatasetFiles(
                 config.output_dir, config.splits))
 

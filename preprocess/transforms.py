@@ -26,6 +26,10 @@ ERRORS = "errors"          # tag of every dead-letter output
 ERRORS_FILE = "errors-00000-of-00001.jsonl"  # DIR/..., one JSON dead letter per line
 # A worker logs how far it got at most this often, so a long local run is never silent.
 PROGRESS_EVERY_SECONDS = 15.0
+# Rows travel in lists of this many between the pipeline's steps: Beam's own
+# cost per element (~150 us on the local runner, more than the rest of a row's
+# work outside the image decode) is then paid per batch, not per image.
+ROWS_PER_BATCH = 64
 # Rows queued per pool thread: enough to keep every thread busy, few enough that
 # the images held in memory stay small (~100 KB each).
 IN_FLIGHT_PER_THREAD = 4
@@ -50,11 +54,13 @@ def count_rejection(reason):
 
 
 class ReadCsvRows(beam.PTransform):
-    """(split or None, csv path) pairs -> {"lines", "rows", ERRORS} PCollections.
+    """(split or None, csv path) pairs -> {"rows", "rows_read", ERRORS} PCollections.
 
-    split None means "hash the uri into train/eval with eval_fraction". The
-    lines are reshuffled before parsing so that the image work after this
-    transform spreads over all workers instead of staying with one CSV reader.
+    "rows" holds lists of up to ROWS_PER_BATCH Rows, "rows_read" each batch's
+    count of lines read. split None means "hash the uri into train/eval with
+    eval_fraction". The batches are reshuffled before parsing so that the image
+    work after this transform spreads over all workers instead of staying with
+    one CSV reader.
     """
 
     def __init__(self, csv_inputs, eval_fraction=0.0):
@@ -63,41 +69,63 @@ class ReadCsvRows(beam.PTransform):
         self._eval_fraction = eval_fraction
 
     def expand(self, pbegin):
-        lines = (pbegin
-                 | "ListCsvs" >> beam.Create(self._csv_inputs)
-                 | "ReadLines" >> beam.FlatMap(read_lines_of_csv)
-                 | "Spread" >> beam.Reshuffle())
-        parsed = lines | "Parse" >> beam.ParDo(
-            ParseCsvLineFn(self._eval_fraction)).with_outputs(ERRORS, main="rows")
-        return {"lines": lines, "rows": parsed.rows, ERRORS: parsed[ERRORS]}
+        batches = (pbegin
+                   | "ListCsvs" >> beam.Create(self._csv_inputs)
+                   | "ReadLines" >> beam.FlatMap(read_line_batches_of_csv)
+                   | "Spread" >> beam.Reshuffle())
+        parsed = batches | "Parse" >> beam.ParDo(
+            ParseCsvLinesFn(self._eval_fraction)).with_outputs(ERRORS, main="rows")
+        return {"rows_read": batches | "Count" >> beam.Map(lambda batch: len(batch[2])),
+                "rows": parsed.rows, ERRORS: parsed[ERRORS]}
 
 
-def read_lines_of_csv(csv_input):
-    """(split, path) -> (split, csv_dir, origin, line) for each non-blank line."""
+def in_batches(items, size=None):
+    """Yields lists of up to ``size`` (default ROWS_PER_BATCH) consecutive items."""
+    size = size or ROWS_PER_BATCH
+    batch = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def read_line_batches_of_csv(csv_input):
+    """(split, path) -> (split, csv_dir, [(origin, line), ...]) over its non-blank lines."""
     split, path = csv_input
     csv_dir = path.rsplit("/", 1)[0] if "/" in path else "."
     _LOGGER.info("Reading %s", path)
-    for origin, line in sources.read_csv_lines(path):
-        yield split, csv_dir, origin, line
+    for lines in in_batches(sources.read_csv_lines(path)):
+        yield split, csv_dir, lines
 
 
-class ParseCsvLineFn(beam.DoFn):
+class ParseCsvLinesFn(beam.DoFn):
+    """A batch of lines -> one list of Rows (if any parse) and a dead letter per bad line."""
+
     def __init__(self, eval_fraction):
         self._eval_fraction = eval_fraction
 
-    def process(self, element):
-        split, csv_dir, origin, line = element
-        Metrics.counter(NAMESPACE, "rows_read").inc()
-        try:
-            yield sources.parse_csv_line(line, origin, csv_dir, split, self._eval_fraction)
-        except sources.RowRejected as err:
-            count_rejection(err.reason)
-            row = sources.Row(source=line, label="", split=split or "", origin=origin)
-            yield beam.pvalue.TaggedOutput(ERRORS, dead_letter(row, err.reason, err.detail))
+    def process(self, batch):
+        split, csv_dir, lines = batch
+        Metrics.counter(NAMESPACE, "rows_read").inc(len(lines))
+        rows = []
+        for origin, line in lines:
+            try:
+                rows.append(sources.parse_csv_line(line, origin, csv_dir, split,
+                                                   self._eval_fraction))
+            except sources.RowRejected as err:
+                count_rejection(err.reason)
+                row = sources.Row(source=line, label="", split=split or "", origin=origin)
+                yield beam.pvalue.TaggedOutput(ERRORS, dead_letter(row, err.reason, err.detail))
+        if rows:
+            yield rows
 
 
 class ReadFolderRows(beam.PTransform):
-    """ROOT/<label>/<file> -> {"lines", "rows", ERRORS}, split by hash with eval_fraction."""
+    """ROOT/<label>/<file> -> {"rows", "rows_read", ERRORS} as ReadCsvRows, split by hash
+    with eval_fraction."""
 
     def __init__(self, root, eval_fraction):
         super().__init__()
@@ -105,13 +133,14 @@ class ReadFolderRows(beam.PTransform):
         self._eval_fraction = eval_fraction
 
     def expand(self, pbegin):
-        paths = (pbegin
-                 | "Root" >> beam.Create([self._root])
-                 | "ListFiles" >> beam.FlatMap(list_folder_files)
-                 | "Spread" >> beam.Reshuffle())
-        parsed = paths | "ToRow" >> beam.ParDo(
-            FolderFileToRowFn(self._root, self._eval_fraction)).with_outputs(ERRORS, main="rows")
-        return {"lines": paths, "rows": parsed.rows, ERRORS: parsed[ERRORS]}
+        batches = (pbegin
+                   | "Root" >> beam.Create([self._root])
+                   | "ListFiles" >> beam.FlatMap(lambda root: in_batches(list_folder_files(root)))
+                   | "Spread" >> beam.Reshuffle())
+        parsed = batches | "ToRows" >> beam.ParDo(
+            FolderFilesToRowsFn(self._root, self._eval_fraction)).with_outputs(ERRORS, main="rows")
+        return {"rows_read": batches | "Count" >> beam.Map(len),
+                "rows": parsed.rows, ERRORS: parsed[ERRORS]}
 
 
 def list_folder_files(root):
@@ -122,23 +151,29 @@ def list_folder_files(root):
             yield file_metadata.path
 
 
-class FolderFileToRowFn(beam.DoFn):
+class FolderFilesToRowsFn(beam.DoFn):
+    """A batch of file paths -> one list of Rows (if any) and a dead letter per bad path."""
+
     def __init__(self, root, eval_fraction):
         self._root = root
         self._eval_fraction = eval_fraction
 
-    def process(self, path):
-        Metrics.counter(NAMESPACE, "rows_read").inc()
-        try:
-            yield sources.row_from_folder_file(path, self._root, self._eval_fraction)
-        except sources.RowRejected as err:
-            count_rejection(err.reason)
-            row = sources.Row(source=path, label="", split="", origin=self._root)
-            yield beam.pvalue.TaggedOutput(ERRORS, dead_letter(row, err.reason, err.detail))
+    def process(self, paths):
+        Metrics.counter(NAMESPACE, "rows_read").inc(len(paths))
+        rows = []
+        for path in paths:
+            try:
+                rows.append(sources.row_from_folder_file(path, self._root, self._eval_fraction))
+            except sources.RowRejected as err:
+                count_rejection(err.reason)
+                row = sources.Row(source=path, label="", split="", origin=self._root)
+                yield beam.pvalue.TaggedOutput(ERRORS, dead_letter(row, err.reason, err.detail))
+        if rows:
+            yield rows
 
 
 class DeriveLabels(beam.PTransform):
-    """Rows -> a single sorted list of their distinct labels (for a side input).
+    """Row batches -> a single sorted list of their distinct labels (for a side input).
 
     Computed from the rows themselves, in the same job, so the label list and
     the label ids in the records cannot disagree. One combine: each worker
@@ -147,7 +182,7 @@ class DeriveLabels(beam.PTransform):
 
     def expand(self, rows):
         return (rows
-                | "Label" >> beam.Map(lambda row: row.label)
+                | "Labels" >> beam.FlatMap(lambda batch: {row.label for row in batch})
                 | "Distinct" >> beam.CombineGlobally(SortedDistinctFn()))
 
 
@@ -169,7 +204,8 @@ class SortedDistinctFn(beam.CombineFn):
 
 
 class ProcessImages(beam.PTransform):
-    """Rows + labels (side input) -> {"records", ERRORS}: read, validate, convert, serialize.
+    """Row batches + labels (side input) -> {"records", ERRORS}: read, validate, convert,
+    serialize; one Record or dead letter per row.
 
     threads > 1: the per-image work runs in a process-wide pool of that many
     threads (preprocess/work_pool.py), which balances the load across cores
@@ -188,10 +224,10 @@ class ProcessImages(beam.PTransform):
 
 
 class ProcessImageFn(beam.DoFn):
-    """One row -> one Record, or one dead-letter dict with the reason.
+    """A batch of rows -> one Record, or one dead-letter dict with the reason, per row.
 
-    The work of a row may finish while a later row is processed: each result
-    is emitted with its own row's window and timestamp, and counted on the
+    The work of a row may finish while a later batch is processed: each result
+    is emitted with its own batch's window and timestamp, and counted on the
     bundle's thread (Beam's counters do not see pool threads).
     """
 
@@ -210,29 +246,32 @@ class ProcessImageFn(beam.DoFn):
         self._queue = work_pool.WorkQueue(
             self._threads, limit=IN_FLIGHT_PER_THREAD * max(1, self._threads))
 
-    def process(self, row, labels, windowed_row=beam.DoFn.WindowedValueParam):
-        due = self._queue.submit(windowed_row, process_row, row, self._label_index(labels),
-                                 self._max_pixels, self._resize, self._jpeg_quality)
-        for windowed, future in due:
-            yield self._emit(windowed, future)
+    def process(self, rows, labels, windowed_batch=beam.DoFn.WindowedValueParam):
+        label_ids = self._label_index(labels)
+        for row in rows:
+            due = self._queue.submit((windowed_batch, row), process_row, row, label_ids,
+                                     self._max_pixels, self._resize, self._jpeg_quality)
+            for context, future in due:
+                yield self._emit(context, future)
 
     def finish_bundle(self):
-        for windowed, future in self._queue.drain():
-            yield self._emit(windowed, future)
+        for context, future in self._queue.drain():
+            yield self._emit(context, future)
 
-    def _emit(self, windowed_row, future):
-        """A finished row's Record or dead letter, in its row's window."""
+    def _emit(self, context, future):
+        """A finished row's Record or dead letter, in its batch's window."""
+        windowed_batch, row = context
         try:
             record = future.result()
         except (sources.RowRejected, images.ImageRejected) as err:
             count_rejection(err.reason)
             self._progress.add(rejected=True)
-            return beam.pvalue.TaggedOutput(ERRORS, windowed_row.with_value(
-                dead_letter(windowed_row.value, err.reason, err.detail)))
+            return beam.pvalue.TaggedOutput(ERRORS, windowed_batch.with_value(
+                dead_letter(row, err.reason, err.detail)))
         for conversion in record.conversions:
             Metrics.counter(NAMESPACE, f"converted_{conversion}").inc()
         self._progress.add(rejected=False)
-        return windowed_row.with_value(record)
+        return windowed_batch.with_value(record)
 
     def _label_index(self, labels):
         if labels is not self._labels_seen:  # the side input is one object per bundle
@@ -371,7 +410,8 @@ class WriteDatasetFiles(beam.PTransform):
     returns the metadata.
 
     Inputs (a dict): "labels" (singleton list), "shard_stats" (WriteShards'
-    output), "errors" (dead-letter dicts), "lines" (every input row read). A
+    output), "errors" (dead-letter dicts), "rows_read" (counts of input rows
+    read, summed). A
     split or shard that received no records still gets a (valid, empty) shard
     file, so the "-of-N" names always add up. The dead letters go to
     DIR/errors-00000-of-00001.jsonl (written even when empty), counted by
@@ -384,7 +424,7 @@ class WriteDatasetFiles(beam.PTransform):
         self._splits = list(splits)
 
     def expand(self, inputs):
-        rows_read = inputs["lines"] | "CountRows" >> beam.combiners.Count.Globally()
+        rows_read = inputs["rows_read"] | "SumRowsRead" >> beam.CombineGlobally(sum)
         return (inputs["labels"].pipeline
                 | "Once" >> beam.Create([None])
                 | "Finish" >> beam.Map(

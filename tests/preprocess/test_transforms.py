@@ -22,13 +22,33 @@ def test_read_csv_rows_parses_counts_and_dead_letters(tmp_path):
     csv.write_text("a.jpg,cat\n\n/abs/b.jpg,dog\nbroken\n")
     with in_process_pipeline() as p:
         out = p | transforms.ReadCsvRows([("train", str(csv))])
-        assert_that(out["rows"], equal_to([
+        assert_that(out["rows"] | beam.FlatMap(list), equal_to([
             Row(f"{tmp_path}/a.jpg", "cat", "train", "t.csv:1"),
             Row("/abs/b.jpg", "dog", "train", "t.csv:3")]), label="rows")
         reasons = out[transforms.ERRORS] | beam.Map(lambda e: (e["reason"], e["origin"]))
         assert_that(reasons, equal_to([("malformed_csv_line", "t.csv:4")]), label="errors")
-        count = out["lines"] | beam.combiners.Count.Globally()
-        assert_that(count, equal_to([3]), label="lines")  # the blank line is not a row
+        count = out["rows_read"] | beam.CombineGlobally(sum)
+        assert_that(count, equal_to([3]), label="rows_read")  # the blank line is not a row
+
+
+def test_read_csv_rows_in_batches_keeps_every_row_once(tmp_path):
+    csv = tmp_path / "t.csv"
+    total = 2 * transforms.ROWS_PER_BATCH + 5
+    csv.write_text("".join(f"{i}.jpg,cat\n" for i in range(total)))
+    with in_process_pipeline() as p:
+        out = p | transforms.ReadCsvRows([("train", str(csv))])
+        sizes = out["rows"] | "Sizes" >> beam.Map(len)
+        assert_that(sizes, equal_to([transforms.ROWS_PER_BATCH] * 2 + [5]), label="sizes")
+        origins = out["rows"] | beam.FlatMap(lambda batch: [r.origin for r in batch])
+        assert_that(origins, equal_to([f"t.csv:{i + 1}" for i in range(total)]), label="rows")
+        read = out["rows_read"] | beam.CombineGlobally(sum)
+        assert_that(read, equal_to([total]), label="rows_read")
+
+
+@pytest.mark.parametrize("items, size, expected", [
+    (range(5), 2, [[0, 1], [2, 3], [4]]), (range(4), 2, [[0, 1], [2, 3]]), ([], 3, [])])
+def test_in_batches(items, size, expected):
+    assert list(transforms.in_batches(items, size)) == expected
 
 
 def test_read_folder_rows_labels_from_folders(tmp_path):
@@ -37,7 +57,8 @@ def test_read_folder_rows_labels_from_folders(tmp_path):
         (tmp_path / label / name).write_bytes(b"x")
     with in_process_pipeline() as p:
         rows = p | transforms.ReadFolderRows(str(tmp_path), eval_fraction=0.0)
-        labels = rows["rows"] | beam.Map(lambda r: (r.label, r.split, r.source.rsplit("/", 1)[1]))
+        labels = rows["rows"] | beam.FlatMap(
+            lambda batch: [(r.label, r.split, r.source.rsplit("/", 1)[1]) for r in batch])
         assert_that(labels, equal_to([("cat", "train", "1.jpg"), ("cat", "train", "2.jpg"),
                                       ("dog", "train", "3.png")]))
 
@@ -45,7 +66,7 @@ def test_read_folder_rows_labels_from_folders(tmp_path):
 def test_derive_labels_is_sorted_and_distinct():
     rows = [Row(f"{i}.jpg", label, "train", "x") for i, label in enumerate("bcabca")]
     with in_process_pipeline() as p:
-        labels = p | beam.Create(rows) | transforms.DeriveLabels()
+        labels = p | beam.Create([rows[:4], rows[4:]]) | transforms.DeriveLabels()
         assert_that(labels, equal_to([["a", "b", "c"]]))
 
 
@@ -59,7 +80,7 @@ def test_process_images_splits_records_from_dead_letters(tmp_path):
             Row(str(tmp_path / "gone.jpg"), "cat", "eval", "c:4")]
     with in_process_pipeline() as p:
         labels = p | "Labels" >> beam.Create([["cat", "dog"]])
-        out = p | beam.Create(rows) | transforms.ProcessImages(labels, 10**6, 0, 95)
+        out = p | beam.Create([rows[:3], rows[3:]]) | transforms.ProcessImages(labels, 10**6, 0, 95)
         records = out["records"] | beam.Map(lambda r: (r.split, r.label, r.conversions))
         assert_that(records, equal_to([("train", 1, ())]), label="records")
         reasons = out[transforms.ERRORS] | beam.Map(lambda e: (e["origin"], e["reason"]))
@@ -68,7 +89,7 @@ def test_process_images_splits_records_from_dead_letters(tmp_path):
 
 
 @pytest.mark.parametrize("threads", [1, 3])
-def test_process_images_keeps_each_rows_window_and_counts_every_outcome(tmp_path, threads):
+def test_process_images_keeps_each_batchs_window_and_counts_every_outcome(tmp_path, threads):
     """40 rows > the queue's limit: results come both while rows arrive and at the bundle's end."""
     good = tmp_path / "good.jpg"
     good.write_bytes(encode_image(pattern_image(10, 12, 1)))
@@ -79,15 +100,15 @@ def test_process_images_keeps_each_rows_window_and_counts_every_outcome(tmp_path
     rows = [Row(str(sources[i % 4]), "dog", "train", f"c:{i}") for i in range(40)]
     p = in_process_pipeline()
     labels = p | "Labels" >> beam.Create([["cat", "dog"]])
-    windowed = (p | beam.Create([TimestampedValue(row, 10 * i) for i, row in enumerate(rows)])
-                | beam.WindowInto(FixedWindows(10)))
+    batches = [TimestampedValue(rows[i:i + 4], 10 * i) for i in range(0, 40, 4)]
+    windowed = p | beam.Create(batches) | beam.WindowInto(FixedWindows(10))
     out = windowed | transforms.ProcessImages(labels, 10**6, 0, 95, threads=threads)
     got_records = out["records"] | "R" >> beam.ParDo(what_and_window)
-    assert_that(got_records, equal_to([(sources[i % 4].name, 10 * i) for i in range(40)
-                                       if i % 4 < 2]), label="records")
+    assert_that(got_records, equal_to([(sources[i % 4].name, 10 * (i - i % 4))
+                                       for i in range(40) if i % 4 < 2]), label="records")
     got_errors = out[transforms.ERRORS] | "E" >> beam.ParDo(what_and_window)
-    assert_that(got_errors, equal_to([(f"c:{i}", 10 * i) for i in range(40) if i % 4 >= 2]),
-                label="errors")
+    assert_that(got_errors, equal_to([(f"c:{i}", 10 * (i - i % 4)) for i in range(40)
+                                      if i % 4 >= 2]), label="errors")
     counters = {c.key.metric.name: c.committed for c in
                 p.run().metrics().query(MetricsFilter().with_namespace("preprocess"))["counters"]}
     assert counters == {"rejected_not_an_image": 10, "rejected_missing_file": 10,
@@ -157,7 +178,7 @@ def test_write_dataset_files_counts_from_outputs_writes_dead_letters_and_fills_e
         meta = {"labels": p | "L" >> beam.Create([["a", "b"]]),
                 "shard_stats": p | "S" >> beam.Create(stats),
                 "errors": p | "E" >> beam.Create(errors),
-                "lines": p | "R" >> beam.Create(range(8))} | transforms.WriteDatasetFiles(
+                "rows_read": p | "R" >> beam.Create([5, 3])} | transforms.WriteDatasetFiles(
                     str(tmp_path), ["train", "eval"])
         assert_that(meta | beam.Map(lambda m: (m["rows_read"], m["rejected_total"])),
                     equal_to([(8, 3)]))
