@@ -32,14 +32,15 @@ from apache_beam.runners.portability.portable_runner import JobServiceHandle
 from preprocess import images, shards, splits, transforms
 from trainer import metadata
 
-# The local default: Beam's FnApiRunner with one worker per core. Beam 2.72's
-# DirectRunner would first try to download and start a Prism binary.
+# The local default: Beam's FnApiRunner, in this process, with one worker
+# (in_memory) whose image work runs in a pool of one thread per core
+# (--image_threads; preprocess/work_pool.py). Beam 2.72's DirectRunner would
+# first try to download and start a Prism binary. Measured by
+# bench/bench_preprocess.py on 10,000 photos, 2 cores: one worker + the pool
+# 1.74x the single loop, two worker threads + the pool 1.53x (more GIL
+# contention), two worker processes 1.51x (each imports Beam first, 2-4 s).
 LOCAL_RUNNER = "FnApiRunner"
-# Worker threads, not processes: a worker process imports Beam first (10-15 s
-# each on 2 busy cores, measured by bench/bench_preprocess.py), while PIL
-# releases the GIL as it reads, decodes and encodes, so threads use the cores too.
-# --direct_running_mode multi_processing suits Python-heavy per-image work.
-LOCAL_RUNNING_MODE = "multi_threading"
+LOCAL_RUNNING_MODE = "in_memory"
 LOCAL_RUNNERS = ("FnApiRunner", "DirectRunner", "SwitchingDirectRunner",
                  "BundleBasedDirectRunner", "PrismRunner", "TestDirectRunner")
 # Shipped to remote workers so that they can import preprocess/ and trainer/.
@@ -201,7 +202,9 @@ def build_pipeline_options(pipeline_args):
         if "--direct_running_mode" not in typed:
             direct.direct_running_mode = LOCAL_RUNNING_MODE
         if "--direct_num_workers" not in typed:
-            direct.direct_num_workers = 0  # 0 = one worker per core
+            # in_memory runs one worker; a chosen threads or processes mode gets one per core.
+            in_memory = direct.direct_running_mode == "in_memory"
+            direct.direct_num_workers = 1 if in_memory else 0
         set_local_worker_logging(options, typed)
     elif runner == "DirectRunner":
         _LOGGER.warning("--runner DirectRunner first tries Beam's Prism runner, which "

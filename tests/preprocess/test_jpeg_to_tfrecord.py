@@ -158,7 +158,10 @@ def test_local_default_uses_every_core_offline():
     options = jpeg_to_tfrecord.build_pipeline_options([])
     direct = options.view_as(DirectOptions)
     assert options.view_as(StandardOptions).runner == "FnApiRunner"
-    assert (direct.direct_running_mode, direct.direct_num_workers) == ("multi_threading", 0)
+    assert (direct.direct_running_mode, direct.direct_num_workers) == ("in_memory", 1)
+    assert jpeg_to_tfrecord.choose_image_threads(0, options) == os.cpu_count()  # the cores
+    threads = jpeg_to_tfrecord.build_pipeline_options(["--direct_running_mode", "multi_threading"])
+    assert threads.view_as(DirectOptions).direct_num_workers == 0  # one per core
     assert options.view_as(SetupOptions).setup_file is None
     typed = jpeg_to_tfrecord.build_pipeline_options(["--direct_num_workers", "1"])
     assert typed.view_as(DirectOptions).direct_num_workers == 1
