@@ -90,29 +90,30 @@ def test_process_images_splits_records_from_dead_letters(tmp_path):
 
 @pytest.mark.parametrize("threads", [1, 3])
 def test_process_images_keeps_each_batchs_window_and_counts_every_outcome(tmp_path, threads):
-    """40 rows > the queue's limit: results come both while rows arrive and at the bundle's end."""
+    """25 batches (a task each) > the queue's limit: results come both while batches arrive
+    and at the bundle's end."""
     good = tmp_path / "good.jpg"
     good.write_bytes(encode_image(pattern_image(10, 12, 1)))
     gray = tmp_path / "gray.jpg"
     gray.write_bytes(encode_image(pattern_image(10, 12, 2, channels=1)[..., 0]))
     (tmp_path / "bad.jpg").write_bytes(b"nope")
     sources = [good, gray, tmp_path / "bad.jpg", tmp_path / "gone.jpg"]
-    rows = [Row(str(sources[i % 4]), "dog", "train", f"c:{i}") for i in range(40)]
+    rows = [Row(str(sources[i % 4]), "dog", "train", f"c:{i}") for i in range(100)]
     p = in_process_pipeline()
     labels = p | "Labels" >> beam.Create([["cat", "dog"]])
-    batches = [TimestampedValue(rows[i:i + 4], 10 * i) for i in range(0, 40, 4)]
+    batches = [TimestampedValue(rows[i:i + 4], 10 * i) for i in range(0, 100, 4)]
     windowed = p | beam.Create(batches) | beam.WindowInto(FixedWindows(10))
     out = windowed | transforms.ProcessImages(labels, 10**6, 0, 95, threads=threads)
     got_records = out["records"] | "R" >> beam.ParDo(what_and_window)
     assert_that(got_records, equal_to([(sources[i % 4].name, 10 * (i - i % 4))
-                                       for i in range(40) if i % 4 < 2]), label="records")
+                                       for i in range(100) if i % 4 < 2]), label="records")
     got_errors = out[transforms.ERRORS] | "E" >> beam.ParDo(what_and_window)
-    assert_that(got_errors, equal_to([(f"c:{i}", 10 * (i - i % 4)) for i in range(40)
+    assert_that(got_errors, equal_to([(f"c:{i}", 10 * (i - i % 4)) for i in range(100)
                                       if i % 4 >= 2]), label="errors")
     counters = {c.key.metric.name: c.committed for c in
                 p.run().metrics().query(MetricsFilter().with_namespace("preprocess"))["counters"]}
-    assert counters == {"rejected_not_an_image": 10, "rejected_missing_file": 10,
-                        "converted_mode_l": 10}
+    assert counters == {"rejected_not_an_image": 25, "rejected_missing_file": 25,
+                        "converted_mode_l": 25}
 
 
 def what_and_window(item, window=beam.DoFn.WindowParam):
