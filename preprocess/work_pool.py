@@ -1,11 +1,12 @@
 """A thread pool shared by every DoFn instance of a process, and a bounded queue of work in it.
 
-Why: Beam's local runner (FnApiRunner, multi_threading) splits each stage
-statically, one part per worker thread. When one core is slower (a shared
-VM, a noisy neighbour) its part finishes late and the other core idles. Work
-handed to one process-wide pool is taken by whichever thread is free, so the
-load balances itself. The image work (PIL decode) releases the GIL, so the
-threads really run in parallel.
+Why: Beam's local runner (FnApiRunner) splits each stage statically, one part
+per worker, so when one core is slower (a shared VM, a noisy neighbour) its
+part finishes late while the other core idles; and worker threads that each
+run Beam's per-element code contend for the GIL. Work handed to one
+process-wide pool is taken by whichever thread is free, so the load balances
+itself. The image work (PIL decode) releases the GIL, so the threads really
+run in parallel.
 
 Results come back in submission order, on the caller's thread: Beam's
 counters and outputs belong to the bundle's own thread, never to a pool thread.
