@@ -37,8 +37,8 @@ from trainer import metadata
 # (--image_threads; preprocess/work_pool.py). Beam 2.72's DirectRunner would
 # first try to download and start a Prism binary. Measured by
 # bench/bench_preprocess.py on 10,000 photos, 2 cores: one worker + the pool
-# 1.74x the single loop, two worker threads + the pool 1.53x (more GIL
-# contention), two worker processes 1.51x (each imports Beam first, 2-4 s).
+# 1.95x the single loop, two worker threads + the pool 1.80x (more GIL
+# contention), two worker processes 1.50x (each imports Beam first, 2-4 s).
 LOCAL_RUNNER = "FnApiRunner"
 LOCAL_RUNNING_MODE = "in_memory"
 LOCAL_RUNNERS = ("FnApiRunner", "DirectRunner", "SwitchingDirectRunner",
@@ -100,7 +100,7 @@ def make_parser():
                         help="quality of re-encoded JPEGs")
     parser.add_argument("--image_threads", type=int, default=0,
                         help="threads per worker process doing the image work; default: one "
-                             "per core with the local threads mode, else 1 (inline)")
+                             "per core when the local runner runs in this process, else 1")
     return parser
 
 
@@ -200,7 +200,9 @@ def build_pipeline_options(pipeline_args):
     if runner == LOCAL_RUNNER:
         direct = options.view_as(DirectOptions)
         if "--direct_running_mode" not in typed:
-            direct.direct_running_mode = LOCAL_RUNNING_MODE
+            # Several workers asked for: threads of this process; else the default.
+            several = "--direct_num_workers" in typed and direct.direct_num_workers != 1
+            direct.direct_running_mode = "multi_threading" if several else LOCAL_RUNNING_MODE
         if "--direct_num_workers" not in typed:
             # in_memory runs one worker; a chosen threads or processes mode gets one per core.
             in_memory = direct.direct_running_mode == "in_memory"

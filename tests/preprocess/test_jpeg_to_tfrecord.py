@@ -165,6 +165,9 @@ def test_local_default_uses_every_core_offline():
     assert options.view_as(SetupOptions).setup_file is None
     typed = jpeg_to_tfrecord.build_pipeline_options(["--direct_num_workers", "1"])
     assert typed.view_as(DirectOptions).direct_num_workers == 1
+    several = jpeg_to_tfrecord.build_pipeline_options(["--direct_num_workers", "3"])
+    assert (several.view_as(DirectOptions).direct_running_mode,
+            several.view_as(DirectOptions).direct_num_workers) == ("multi_threading", 3)
 
 
 @pytest.mark.parametrize("requested, beam_args, expected", [
