@@ -185,8 +185,9 @@ def verdict(vs_loop, vs_pool):
 
 
 def print_table(lines, workers, repeats):
-    print(f"\n{workers} workers, {os.cpu_count()} cores; images/s, the fastest of {repeats} "
-          f"run(s) each; goal: beam >= {GOAL_VS_LOOP}x loop and >= {GOAL_VS_POOL}x pool")
+    print(f"\n{os.cpu_count()} cores; pool, threads, processes: {workers} workers; default: 1 "
+          f"worker + a thread per core; images/s, the fastest of {repeats} run(s) each; "
+          f"goal: beam >= {GOAL_VS_LOOP}x loop and >= {GOAL_VS_POOL}x pool")
     print("end to end: start-up included; start-up: the same job on 2 images (s); "
           "steady: images / (beam seconds - start-up)")
     print(f"{'dataset':<16}{'images':>7}{'loop':>8}{'pool':>8}  {'beam mode':<17}{'beam':>8}"
