@@ -63,15 +63,17 @@ def test_every_rejection_is_a_dead_letter_with_source_label_and_reason(hostile_r
     assert fish[0]["label"] == "fish" and fish[0]["source"].endswith("images/fish.jpg")
 
 
-def test_worker_processes_give_the_same_outputs(hostile_corpus, hostile_run):
-    """multi_processing: DoFns pickled into worker processes that write the pieces."""
+@pytest.mark.parametrize("mode", ["multi_processing", "multi_threading"])
+def test_other_local_modes_give_the_same_outputs(hostile_corpus, hostile_run, mode):
+    """multi_processing: DoFns pickled into worker processes that write the pieces;
+    multi_threading: two worker threads sharing one image pool."""
     meta, _, _ = hostile_run
-    out = hostile_corpus["dir"] / "processes"
+    out = hostile_corpus["dir"] / mode
     again = jpeg_to_tfrecord.run([
         "--input_csv", f"train={hostile_corpus['train']}",
         "--input_csv", f"eval={hostile_corpus['eval']}",
         "--labels_file", str(hostile_corpus["labels"]), "--output_dir", str(out),
-        "--direct_running_mode", "multi_processing", "--direct_num_workers", "2"])
+        "--direct_running_mode", mode, "--direct_num_workers", "2"])
     assert again == meta
     assert len(read_split(out, "train")) == 9
     assert not list(out.glob("_temp-*/*"))
