@@ -98,10 +98,11 @@ def do_row(job):
 
 
 def write_output(output_dir, examples):
+    """Streams the examples (None: rejected) into one TFRecord file, as the pipeline
+    streams into its pieces: none are held in memory. Returns how many were written."""
     os.makedirs(output_dir, exist_ok=True)
-    kept = [e for e in examples if e is not None]
-    shards.write_records(shards.shard_path(output_dir, "train", 0, 1), kept)
-    return len(kept)
+    kept = (example for example in examples if example is not None)
+    return shards.write_records(shards.shard_path(output_dir, "train", 0, 1), kept)
 
 
 def run_loop(rows, label_ids, output_dir):
