@@ -38,6 +38,17 @@ class ImageRejected(ValueError):
         self.detail = detail
 
 
+def silence_pil_size_warning():
+    """Our own max_pixels decides (check_pixel_count): PIL's warning at its default
+    limit is noise. Filtered for the whole process, once at import, rather than per
+    image with warnings.catch_warnings(), which is not thread-safe, and images are
+    opened by several threads at once (preprocess/work_pool.py)."""
+    warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
+
+
+silence_pil_size_warning()
+
+
 @dataclasses.dataclass(frozen=True)
 class ConvertedImage:
     jpeg: bytes          # a 3-channel (RGB) JPEG
@@ -68,10 +79,7 @@ def open_image(data, max_pixels):
     if not data:
         raise ImageRejected(EMPTY_FILE, "0 bytes")
     try:
-        with warnings.catch_warnings():
-            # Our own limit below decides; PIL's warning at its default limit is noise.
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(data))
+        image = Image.open(io.BytesIO(data))
     except UnidentifiedImageError as err:
         raise ImageRejected(NOT_AN_IMAGE, f"{len(data)} bytes, no known image header") from err
     except Image.DecompressionBombError as err:

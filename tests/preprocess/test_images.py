@@ -1,5 +1,6 @@
 """The per-image validate/convert function shared by the DoFn and the benchmark."""
 import io
+import warnings
 
 import numpy as np
 import pytest
@@ -63,3 +64,19 @@ def test_cmyk_becomes_rgb_with_similar_colours():
     back = np.asarray(Image.open(io.BytesIO(result.jpeg)), np.float32)
     assert back.shape == (16, 16, 3)
     assert np.abs(back - rgb).mean() < 25
+
+
+def test_pils_own_size_warning_is_silenced():
+    """100 Mpx is above PIL's warning limit: our max_pixels decides, with no warning.
+    (pytest drops filters set while it imports, so the test sets it again.)"""
+    bomb = bomb_png(10_000, 10_000)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(images.ImageRejected, match="too_many_pixels"):
+            images.convert_image(bomb)
+    assert [w.category for w in caught] == [Image.DecompressionBombWarning]  # the trigger
+    with warnings.catch_warnings(record=True) as caught:
+        images.silence_pil_size_warning()
+        with pytest.raises(images.ImageRejected, match="too_many_pixels"):
+            images.convert_image(bomb)
+    assert caught == []
