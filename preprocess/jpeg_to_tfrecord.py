@@ -36,9 +36,10 @@ from trainer import metadata
 # (in_memory) whose image work runs in a pool of one thread per core
 # (--image_threads; preprocess/work_pool.py). Beam 2.72's DirectRunner would
 # first try to download and start a Prism binary. Measured by
-# bench/bench_preprocess.py on 10,000 photos, 2 cores: one worker + the pool
-# 1.95x the single loop, two worker threads + the pool 1.80x (more GIL
-# contention), two worker processes 1.50x (each imports Beam first, 2-4 s).
+# bench/bench_preprocess.py on 10,000 photos, 2 cores (README "Benchmarks"):
+# one worker + the pool 1.53x the single loop, two worker threads + the pool
+# 1.41x (more GIL contention), two worker processes 1.22x (each imports Beam
+# first, 2-4 s).
 LOCAL_RUNNER = "FnApiRunner"
 LOCAL_RUNNING_MODE = "in_memory"
 LOCAL_RUNNERS = ("FnApiRunner", "DirectRunner", "SwitchingDirectRunner",
