@@ -15,10 +15,21 @@ counters and outputs belong to the bundle's own thread, never to a pool thread.
 """
 import collections
 import concurrent.futures
+import os
 import threading
 
 _POOLS = {}
 _POOLS_LOCK = threading.Lock()
+
+
+def _forget_pools_in_child():
+    """A forked child has none of its parent's threads: it must start its own pools."""
+    global _POOLS_LOCK
+    _POOLS.clear()
+    _POOLS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pools_in_child)
 
 
 def shared_pool(threads):

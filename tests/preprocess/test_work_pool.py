@@ -1,4 +1,5 @@
 """The shared pool and its bounded, ordered work queue."""
+import multiprocessing
 import threading
 
 import pytest
@@ -53,3 +54,17 @@ def test_one_thread_runs_inline_on_the_callers_thread():
 def test_limit_must_be_positive():
     with pytest.raises(ValueError, match="limit=0"):
         work_pool.WorkQueue(2, limit=0)
+
+
+def sum_in_pool(values):
+    """sum(abs(v)) with each abs run in the shared pool of 2 threads."""
+    queue = work_pool.WorkQueue(2, limit=3)
+    due = [pair for value in values for pair in queue.submit(None, abs, value)]
+    return sum(future.result() for _, future in due + queue.drain())
+
+
+def test_a_forked_child_starts_its_own_pool():
+    """The parent's pool threads do not exist in a fork: reusing the pool would hang."""
+    assert sum_in_pool([-1, 2, -3]) == 6  # the parent now has a live pool
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.apply_async(sum_in_pool, ([-4, 5, -6],)).get(timeout=30) == 15
