@@ -18,6 +18,7 @@ from apache_beam.metrics import Metrics
 
 from preprocess import images, shards, sources, work_pool
 from trainer import features, metadata
+from trainer.chunks import split_into_chunks
 
 NAMESPACE = "preprocess"   # of the Beam counters
 LOGGER_NAME = "preprocess"
@@ -83,25 +84,12 @@ class ReadCsvRows(beam.PTransform):
                 "rows": parsed.rows, ERRORS: parsed[ERRORS]}
 
 
-def in_batches(items, size=None):
-    """Yields lists of up to ``size`` (default ROWS_PER_BATCH) consecutive items."""
-    size = size or ROWS_PER_BATCH
-    batch = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
 def read_line_batches_of_csv(csv_input):
     """(split, path) -> (split, csv_dir, [(origin, line), ...]) over its non-blank lines."""
     split, path = csv_input
     csv_dir = path.rsplit("/", 1)[0] if "/" in path else "."
     _LOGGER.info("Reading %s", path)
-    for lines in in_batches(sources.read_csv_lines(path)):
+    for lines in split_into_chunks(sources.read_csv_lines(path), ROWS_PER_BATCH):
         yield split, csv_dir, lines
 
 
@@ -139,7 +127,8 @@ class ReadFolderRows(beam.PTransform):
     def expand(self, pbegin):
         batches = (pbegin
                    | "Root" >> beam.Create([self._root])
-                   | "ListFiles" >> beam.FlatMap(lambda root: in_batches(list_folder_files(root)))
+                   | "ListFiles" >> beam.FlatMap(
+                       lambda root: split_into_chunks(list_folder_files(root), ROWS_PER_BATCH))
                    | "Spread" >> beam.Reshuffle())
         parsed = batches | "ToRows" >> beam.ParDo(
             FolderFilesToRowsFn(self._root, self._eval_fraction)).with_outputs(ERRORS, main="rows")
@@ -252,7 +241,7 @@ class ProcessImageFn(beam.DoFn):
 
     def process(self, rows, labels, windowed_batch=beam.DoFn.WindowedValueParam):
         label_ids = self._label_index(labels)
-        for task in in_batches(rows, ROWS_PER_TASK):
+        for task in split_into_chunks(rows, ROWS_PER_TASK):
             due = self._queue.submit(windowed_batch, process_rows, task, label_ids,
                                      self._max_pixels, self._resize, self._jpeg_quality)
             for windowed, future in due:

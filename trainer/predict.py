@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from serving import batch_inputs, batch_outputs, export_predictor, signature
 from trainer import image_ops, input as input_lib
+from trainer.chunks import split_into_chunks
 
 INDEX_KEY = "index"  # int32 [B] feature and prediction: input position, -1 for padding
 PREDICTIONS_SUBDIR = "predictions"
@@ -93,18 +94,6 @@ def predict_probabilities(estimator, params, checkpoint_path, export, jpegs):
             export, jpegs, params["predict_batch_size"])
         return probabilities, export.labels
     return predict_with_estimator(estimator, jpegs, checkpoint_path), params["labels"]
-
-
-def split_into_chunks(items, size):
-    """Lists of at most size items, lazily: one chunk of image bytes in memory at a time."""
-    chunk = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
 
 
 def make_records(images, probabilities, labels, top_k):

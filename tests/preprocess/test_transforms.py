@@ -11,6 +11,7 @@ from apache_beam.transforms.window import FixedWindows, TimestampedValue
 from preprocess import shards, transforms
 from preprocess.sources import Row
 from tests.conftest import encode_image, pattern_image
+from trainer.chunks import split_into_chunks
 
 
 def in_process_pipeline():
@@ -47,8 +48,8 @@ def test_read_csv_rows_in_batches_keeps_every_row_once(tmp_path):
 
 @pytest.mark.parametrize("items, size, expected", [
     (range(5), 2, [[0, 1], [2, 3], [4]]), (range(4), 2, [[0, 1], [2, 3]]), ([], 3, [])])
-def test_in_batches(items, size, expected):
-    assert list(transforms.in_batches(items, size)) == expected
+def test_split_into_chunks(items, size, expected):
+    assert list(split_into_chunks(items, size)) == expected
 
 
 def test_read_folder_rows_labels_from_folders(tmp_path):
