@@ -100,19 +100,30 @@ class ParseCsvLinesFn(beam.DoFn):
         self._eval_fraction = eval_fraction
 
     def process(self, batch):
-        split, csv_dir, lines = batch
-        Metrics.counter(NAMESPACE, "rows_read").inc(len(lines))
-        rows = []
-        for origin, line in lines:
-            try:
-                rows.append(sources.parse_csv_line(line, origin, csv_dir, split,
-                                                   self._eval_fraction))
-            except sources.RowRejected as err:
-                count_rejection(err.reason)
-                row = sources.Row(source=line, label="", split=split or "", origin=origin)
-                yield beam.pvalue.TaggedOutput(ERRORS, dead_letter(row, err.reason, err.detail))
-        if rows:
-            yield rows
+        split, csv_dir, lines = batch  # lines: [(origin, line), ...]
+        yield from rows_and_dead_letters(
+            lines,
+            lambda line: sources.parse_csv_line(line[1], line[0], csv_dir, split,
+                                                self._eval_fraction),
+            lambda line: sources.Row(source=line[1], label="", split=split or "",
+                                     origin=line[0]))
+
+
+def rows_and_dead_letters(items, to_row, unparsed_row):
+    """A batch of inputs -> one list of the Rows ``to_row`` made (if any), and a dead
+    letter for each input it refused (RowRejected), shown as ``unparsed_row(item)``.
+    Counts every input as read and every refusal by reason."""
+    Metrics.counter(NAMESPACE, "rows_read").inc(len(items))
+    rows = []
+    for item in items:
+        try:
+            rows.append(to_row(item))
+        except sources.RowRejected as err:
+            count_rejection(err.reason)
+            yield beam.pvalue.TaggedOutput(
+                ERRORS, dead_letter(unparsed_row(item), err.reason, err.detail))
+    if rows:
+        yield rows
 
 
 class ReadFolderRows(beam.PTransform):
@@ -152,17 +163,10 @@ class FolderFilesToRowsFn(beam.DoFn):
         self._eval_fraction = eval_fraction
 
     def process(self, paths):
-        Metrics.counter(NAMESPACE, "rows_read").inc(len(paths))
-        rows = []
-        for path in paths:
-            try:
-                rows.append(sources.row_from_folder_file(path, self._root, self._eval_fraction))
-            except sources.RowRejected as err:
-                count_rejection(err.reason)
-                row = sources.Row(source=path, label="", split="", origin=self._root)
-                yield beam.pvalue.TaggedOutput(ERRORS, dead_letter(row, err.reason, err.detail))
-        if rows:
-            yield rows
+        yield from rows_and_dead_letters(
+            paths,
+            lambda path: sources.row_from_folder_file(path, self._root, self._eval_fraction),
+            lambda path: sources.Row(source=path, label="", split="", origin=self._root))
 
 
 class DeriveLabels(beam.PTransform):
