@@ -102,17 +102,12 @@ def _map_entry(key, feature):
     return _delimited(1, [key_part, *value_parts], len(key_part) + value_size)
 
 
-def _joined(entry):
-    parts, size = entry
-    return [b"".join(parts)], size
-
-
 # The schema's keys, encoded once rather than for every record.
 _ENCODED_KEYS = {key: _encode_key(key) for key in (
     ENCODED, FORMAT, HEIGHT, WIDTH, CHANNELS, LABEL, LABEL_TEXT, FILENAME)}
 # Entries that are the same in every record, encoded once.
-_FORMAT_ENTRY = _joined(_map_entry(FORMAT, _bytes_feature(IMAGE_FORMAT)))
-_CHANNELS_ENTRY = _joined(_map_entry(CHANNELS, _int64_feature(IMAGE_CHANNELS)))
+_FORMAT_ENTRY = _map_entry(FORMAT, _bytes_feature(IMAGE_FORMAT))
+_CHANNELS_ENTRY = _map_entry(CHANNELS, _int64_feature(IMAGE_CHANNELS))
 
 
 def make_example(jpeg_bytes, height, width, label, label_text, filename):
