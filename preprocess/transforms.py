@@ -174,13 +174,19 @@ class DeriveLabels(beam.PTransform):
 
     Computed from the rows themselves, in the same job, so the label list and
     the label ids in the records cannot disagree. One combine: each worker
-    sends its set of labels, not its rows.
+    sends its set of labels, not its rows. No rows at all gives no element
+    (no default-value step, one stage less); readers use as_labels_side_input.
     """
 
     def expand(self, rows):
         return (rows
                 | "Labels" >> beam.FlatMap(lambda batch: {row.label for row in batch})
-                | "Distinct" >> beam.CombineGlobally(SortedDistinctFn()))
+                | "Distinct" >> beam.CombineGlobally(SortedDistinctFn()).without_defaults())
+
+
+def as_labels_side_input(labels):
+    """The label list as a side input: [] when there were no rows to derive it from."""
+    return beam.pvalue.AsSingleton(labels, default_value=[])
 
 
 class SortedDistinctFn(beam.CombineFn):
@@ -216,7 +222,7 @@ class ProcessImages(beam.PTransform):
 
     def expand(self, rows):
         outputs = rows | "Process" >> beam.ParDo(
-            self._fn, beam.pvalue.AsSingleton(self._labels)).with_outputs(ERRORS, main="records")
+            self._fn, as_labels_side_input(self._labels)).with_outputs(ERRORS, main="records")
         return {"records": outputs.records, ERRORS: outputs[ERRORS]}
 
 
@@ -344,17 +350,24 @@ class WriteShards(beam.PTransform):
         temp_dir = shards.make_temp_dir(self._output_dir)
         pieces = records | "WritePieces" >> beam.ParDo(
             WritePiecesFn(temp_dir, self._num_shards))
-        shard_stats = (pieces
-                       | "AllPieces" >> beam.combiners.ToList()
-                       | "Plan" >> beam.FlatMap(shards.plan_shards, self._splits,
-                                                self._num_shards)
+        # Every piece's stats reach the plan as a side list: unlike a ToList
+        # combine, that adds no grouping step or default-value stage.
+        shard_stats = (records.pipeline
+                       | "PlanOnce" >> beam.Create([None])
+                       | "Plan" >> beam.FlatMap(plan_shards_once, beam.pvalue.AsList(pieces),
+                                                self._splits, self._num_shards)
                        | "Spread" >> beam.Reshuffle()
                        | "Join" >> beam.Map(join_shard, self._output_dir,
-                                            beam.pvalue.AsSingleton(self._labels)))
+                                            as_labels_side_input(self._labels)))
         _ = (records.pipeline
              | "Once" >> beam.Create([temp_dir])
              | "RemoveTemp" >> beam.Map(remove_temp_dir, beam.pvalue.AsList(shard_stats)))
         return shard_stats
+
+
+def plan_shards_once(_, pieces, splits, num_shards):
+    """The job's single plan: every piece's stats -> (split, shard, count, pieces) per shard."""
+    return shards.plan_shards(pieces, splits, num_shards)
 
 
 class WritePiecesFn(beam.DoFn):
@@ -420,7 +433,7 @@ class WriteDatasetFiles(beam.PTransform):
 
     Inputs (a dict): "labels" (singleton list), "shard_stats" (WriteShards'
     output), "errors" (dead-letter dicts), "rows_read" (counts of input rows
-    read, summed). A
+    read, one per batch; summed here, which costs no combine step). A
     split or shard that received no records still gets a (valid, empty) shard
     file, so the "-of-N" names always add up. The dead letters go to
     DIR/errors-00000-of-00001.jsonl (written even when empty), counted by
@@ -433,25 +446,25 @@ class WriteDatasetFiles(beam.PTransform):
         self._splits = list(splits)
 
     def expand(self, inputs):
-        rows_read = inputs["rows_read"] | "SumRowsRead" >> beam.CombineGlobally(sum)
         return (inputs["labels"].pipeline
                 | "Once" >> beam.Create([None])
                 | "Finish" >> beam.Map(
                     write_dataset_files, self._output_dir, self._splits,
-                    labels=beam.pvalue.AsSingleton(inputs["labels"]),
+                    labels=as_labels_side_input(inputs["labels"]),
                     shard_stats=beam.pvalue.AsList(inputs["shard_stats"]),
                     errors=beam.pvalue.AsIter(inputs["errors"]),
-                    rows_read=beam.pvalue.AsSingleton(rows_read)))
+                    rows_read=beam.pvalue.AsList(inputs["rows_read"])))
 
 
 def write_dataset_files(_, output_dir, splits, labels, shard_stats, errors, rows_read):
+    """rows_read: the per-batch counts of input rows."""
     rejected = write_errors(output_dir, errors)
     split_stats = summarize_splits(splits, labels, shard_stats)
     write_missing_shards(output_dir, split_stats, shard_stats)
     converted = collections.Counter()  # images re-encoded, by why
     for stats in shard_stats:
         converted.update(stats["converted"])
-    meta = metadata.build_metadata(labels, split_stats, dict(rejected), rows_read,
+    meta = metadata.build_metadata(labels, split_stats, dict(rejected), sum(rows_read),
                                    converted=dict(converted))
     shards.write_text(FileSystems.join(output_dir, metadata.LABELS_FILE),
                       metadata.labels_to_text(labels))

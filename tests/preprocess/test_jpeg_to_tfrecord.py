@@ -95,6 +95,25 @@ def test_records_read_back_with_the_trainer_parse_spec(hostile_run):
     assert read_split(out, "eval") == []
 
 
+def test_no_usable_row_still_finishes_with_empty_shards_and_every_line_counted(tmp_path):
+    # No rows means no labels to derive: every step that reads the label list
+    # must see [] rather than fail on a missing side input.
+    csv_path = tmp_path / "bad.csv"
+    csv_path.write_text('only_one_field\n"unterminated,x\na.jpg,\n')
+    out = tmp_path / "out"
+    meta = jpeg_to_tfrecord.run(["--input_csv", f"train={csv_path}",
+                                 "--input_csv", f"eval={csv_path}",
+                                 "--output_dir", str(out)] + IN_PROCESS)
+    assert meta["labels"] == [] and meta["num_classes"] == 0
+    assert meta["rows_read"] == 6 == meta["rejected"]["malformed_csv_line"]
+    assert {split: stats["records"] for split, stats in meta["splits"].items()} == {
+        "train": 0, "eval": 0}
+    assert sorted(path.name for path in out.glob("*.tfrecord")) == [
+        "eval-00000-of-00001.tfrecord", "train-00000-of-00001.tfrecord"]
+    assert all(path.stat().st_size == 0 for path in out.glob("*.tfrecord"))
+    assert (out / "labels.txt").read_text() == ""
+
+
 def test_original_jpeg_bytes_are_kept(tmp_path):
     images = {f"{label}{i}.jpg": encode_image(pattern_image(20 + i, 30, seed=i))
               for i, label in enumerate("abab")}
