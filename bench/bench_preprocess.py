@@ -30,6 +30,7 @@ from PIL import Image  # noqa: E402
 
 from preprocess import (demo_data, images, jpeg_to_tfrecord, shards, sources,  # noqa: E402
                         transforms)
+from trainer import metadata  # noqa: E402
 
 # Goals from the issue, on a 2-core machine.
 GOAL_VS_LOOP = 1.6
@@ -91,7 +92,7 @@ def read_rows_and_label_ids(csv_path):
     """What the pipeline does before any image, done by the baselines too (timed):
     parse the CSV, then number the sorted labels."""
     rows = read_rows(csv_path)
-    return rows, {label: i for i, label in enumerate(sorted({row.label for row in rows}))}
+    return rows, metadata.label_ids(sorted({row.label for row in rows}))
 
 
 def do_row(job):

@@ -277,7 +277,7 @@ class ProcessImageFn(beam.DoFn):
 
     def _label_index(self, labels):
         if labels is not self._labels_seen:  # the side input is one object per bundle
-            self._label_ids = {label: i for i, label in enumerate(labels)}
+            self._label_ids = metadata.label_ids(labels)
             self._labels_seen = labels
         return self._label_ids
 

@@ -26,6 +26,11 @@ def labels_to_text(labels):
     return "".join(f"{label}\n" for label in labels)
 
 
+def label_ids(labels):
+    """{label: its id}: the 0-based index in the label list, as in labels.txt."""
+    return {label: i for i, label in enumerate(labels)}
+
+
 def parse_labels(text, source=LABELS_FILE):
     """Returns the label list from labels.txt text; rejects blanks and duplicates by name."""
     labels = [line.strip() for line in text.splitlines() if line.strip()]
