@@ -20,12 +20,16 @@ import argparse
 import collections
 import multiprocessing
 import os
+import statistics
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
 
+import apache_beam as beam  # noqa: E402
 import numpy as np  # noqa: E402
+from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
+from apache_beam.runners.portability.fn_api_runner import fn_runner  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from preprocess import (demo_data, images, jpeg_to_tfrecord, shards, sources,  # noqa: E402
@@ -126,6 +130,39 @@ def run_pool(csv_path, output_dir, workers):
         return write_output(output_dir, pool.imap(do_row, jobs, chunksize=32))
 
 
+def run_independent(csv_path, output_dir, workers):
+    """The cores' ceiling: ``workers`` forked processes each run the loop on their own
+    share of the rows, with nothing handed between them; returns the records written."""
+    context = multiprocessing.get_context("fork")
+    counts = context.Queue()
+    processes = [context.Process(target=run_loop_share,
+                                 args=(csv_path, output_dir, share, workers, counts))
+                 for share in range(workers)]
+    for process in processes:
+        process.start()
+    total = sum(counts.get() for _ in processes)
+    for process in processes:
+        process.join()
+    return total
+
+
+def run_loop_share(csv_path, output_dir, share, shares, counts):
+    rows, label_ids = read_rows_and_label_ids(csv_path)
+    mine = (do_row((row, label_ids)) for row in rows[share::shares])
+    counts.put(write_output(os.path.join(output_dir, str(share)), mine))
+
+
+def smallest_beam_job_seconds(runs=15):
+    """(fastest, median) seconds of Create([1]) | Map on the local runner: the least any
+    Beam pipeline costs here, whatever its work."""
+    def run_once():
+        with beam.Pipeline(runner=fn_runner.FnApiRunner(), options=PipelineOptions([])) as pipeline:
+            _ = pipeline | beam.Create([1]) | beam.Map(abs)
+    run_once()  # the first run pays for imports
+    times = [timed(run_once)[1] for _ in range(runs)]
+    return min(times), statistics.median(times)
+
+
 def run_pipeline(csv_path, output_dir, workers, mode):
     flags = [flag.format(workers=workers) for flag in BEAM_MODES[mode]]
     meta = jpeg_to_tfrecord.run(["--input_csv", f"train={csv_path}", "--output_dir",
@@ -142,14 +179,17 @@ def timed(function, *args):
 def bench_dataset(name, csv_path, work_dir, workers, repeats):
     """-> (images, {method: fastest seconds}), after checking every method wrote every image.
 
-    Methods: loop, pool, and per Beam mode the job itself and the same job on
-    2 images (its start-up: worker start and stage scheduling, no real work).
+    Methods: loop, pool, independent (the cores' ceiling: run_independent), and
+    per Beam mode the job itself and the same job on 2 images (its start-up:
+    worker start and stage scheduling, no real work).
     """
     rows = read_rows(csv_path)
     out = os.path.join(work_dir, "out", name)
     tiny_csv = write_tiny_csv(csv_path, rows[:2])
     methods = {"loop": (run_loop, csv_path, os.path.join(out, "loop")),
-               "pool": (run_pool, csv_path, os.path.join(out, "pool"), workers)}
+               "pool": (run_pool, csv_path, os.path.join(out, "pool"), workers),
+               "independent": (run_independent, csv_path, os.path.join(out, "independent"),
+                               workers)}
     for mode in BEAM_MODES:
         methods[mode] = (run_pipeline, csv_path, os.path.join(out, mode), workers, mode)
         methods[f"{mode} start-up"] = (run_pipeline, tiny_csv, os.path.join(out, "tiny"),
@@ -175,6 +215,7 @@ def write_tiny_csv(csv_path, rows):
 def format_rows(name, count, seconds):
     """One table line per Beam mode: end to end, then steady state (start-up taken off)."""
     loop, pool = count / seconds["loop"], count / seconds["pool"]
+    ceiling = count / seconds["independent"]
     lines = []
     for mode in BEAM_MODES:
         beam = count / seconds[mode]
@@ -185,7 +226,8 @@ def format_rows(name, count, seconds):
         # pool/loop: what 2 processes without Beam make of this dataset, the
         # yardstick for the loop goal (tiny images: IPC costs about as much as the image).
         lines.append(
-            f"{name:<16}{count:>7}{loop:>8.0f}{pool:>8.0f}{pool / loop:>7.2f}x  {mode:<11}"
+            f"{name:<16}{count:>7}{loop:>8.0f}{pool:>8.0f}{pool / loop:>7.2f}x"
+            f"{ceiling / loop:>7.2f}x  {mode:<11}"
             f"{beam:>8.0f}{beam / loop:>7.2f}x{beam / pool:>7.2f}x "
             f"{verdict(beam / loop, beam / pool):<6}{startup:>9.2f}{steady:>8.0f}"
             f"{steady / loop:>7.2f}x{steady / pool:>7.2f}x {verdict(steady / loop, steady / pool)}")
@@ -196,13 +238,17 @@ def verdict(vs_loop, vs_pool):
     return "met" if vs_loop >= GOAL_VS_LOOP and vs_pool >= GOAL_VS_POOL else "missed"
 
 
-def print_table(lines, workers, repeats):
+def print_table(lines, workers, repeats, smallest_job):
     print(f"\n{os.cpu_count()} cores; pool, threads, processes: {workers} workers; default: 1 "
           f"worker + a thread per core; images/s, the fastest of {repeats} run(s) each; "
           f"goal: beam >= {GOAL_VS_LOOP}x loop and >= {GOAL_VS_POOL}x pool")
     print("end to end: start-up included; start-up: the same job on 2 images (s); "
-          "steady: images / (beam seconds - start-up); p/loop: pool / loop")
-    print(f"{'dataset':<16}{'images':>7}{'loop':>8}{'pool':>8}{'p/loop':>8}  {'beam mode':<11}"
+          "steady: images / (beam seconds - start-up); p/loop: pool / loop; "
+          f"i/loop: {workers} independent processes / loop (the cores' ceiling)")
+    print(f"smallest Beam job (Create([1]) | Map) on this runner: {smallest_job[0] * 1000:.0f} ms "
+          f"fastest, {smallest_job[1] * 1000:.0f} ms median of 15")
+    print(f"{'dataset':<16}{'images':>7}{'loop':>8}{'pool':>8}{'p/loop':>8}{'i/loop':>8}"
+          f"  {'beam mode':<11}"
           f"{'beam':>8}{'/loop':>8}{'/pool':>8} {'goal':<6}{'start-up':>9}{'steady':>8}"
           f"{'/loop':>8}{'/pool':>8} goal")
     print("\n".join(lines))
@@ -229,7 +275,7 @@ def main(argv=None):
         size, seconds = bench_dataset(name.split()[0], csv_path, args.work_dir, args.workers,
                                       args.repeats)
         lines.extend(format_rows(name, size, seconds))
-    print_table(lines, args.workers, args.repeats)
+    print_table(lines, args.workers, args.repeats, smallest_beam_job_seconds())
 
 
 if __name__ == "__main__":
