@@ -37,8 +37,8 @@ from trainer import metadata
 # (--image_threads; preprocess/work_pool.py). Beam 2.72's DirectRunner would
 # first try to download and start a Prism binary. Measured by
 # bench/bench_preprocess.py on 10,000 photos, 2 cores (README "Benchmarks"):
-# one worker + the pool 1.72x the single loop, two worker threads + the pool
-# 1.61x (more GIL contention), two worker processes 1.21x (each imports Beam
+# one worker + the pool 1.69x the single loop, two worker threads + the pool
+# 1.59x (more GIL contention), two worker processes 1.29x (each imports Beam
 # first, 2-4 s).
 LOCAL_RUNNER = "FnApiRunner"
 LOCAL_RUNNING_MODE = "in_memory"
