@@ -21,7 +21,8 @@ import time
 import tensorflow as tf
 
 from common import signature
-from trainer import config, early_stopping, export, hptuning, input as input_lib, output_lock
+from trainer import (config, early_stopping, eval_pictures, export, hptuning, input as input_lib, model,
+                     output_lock)
 
 RESULTS_FILE = "eval_results.jsonl"
 RESULTS_LOCK_FILE = "eval_results.lock"
@@ -87,13 +88,17 @@ def hold_results(output_dir):
 
 
 def evaluate(estimator, params, checkpoint_path):
-    """Eval metrics of one checkpoint as plain Python numbers."""
+    """Eval metrics of one checkpoint as plain Python numbers; its confusion matrix and
+    per-class accuracy go to TensorBoard (trainer/eval_pictures.py)."""
     eval_input_fn = input_lib.make_input_fn(
         params["eval_data_path"], tf.estimator.ModeKeys.EVAL, num_examples=params["num_eval_examples"])
     # ceil(N / global batch): input_fn pads the last batch with zero-weight rows.
     steps = input_lib.eval_steps(params["num_eval_examples"], params["eval_batch_size"])
     results = estimator.evaluate(eval_input_fn, steps=steps,
                                  checkpoint_path=checkpoint_path)
+    matrix = results.pop(model.CONFUSION_MATRIX_METRIC)  # [C, C]: TensorBoard's, not the record's
+    eval_pictures.write_eval_pictures(estimator.eval_dir(), int(results["global_step"]), matrix,
+                                      params.get("labels"))
     return {key: value.item() if hasattr(value, "item") else value for key, value in results.items()}
 
 

@@ -28,6 +28,9 @@ TPUEstimatorSpec = tf.compat.v1.estimator.tpu.TPUEstimatorSpec
 # here as fractions of train_steps.
 STEP_DECAY_FRACTIONS = (30 / 90, 60 / 90, 80 / 90)
 STEP_DECAY_FACTOR = 0.1
+# The eval metric whose value is the [C, C] confusion matrix (trainer/evaluation.py takes it
+# out of the results and draws it for TensorBoard: trainer/eval_pictures.py).
+CONFUSION_MATRIX_METRIC = "confusion_matrix"
 
 
 def model_fn(features, labels, mode, params):
@@ -118,8 +121,22 @@ def make_metric_fn(num_classes, top_k):
         if k:
             in_top_k = tf.cast(tf.math.in_top_k(labels, logits, k), tf.float32)
             metrics[f"top_{k}_accuracy"] = tf.compat.v1.metrics.mean(in_top_k, weights=weights)
+        metrics[CONFUSION_MATRIX_METRIC] = streaming_confusion_matrix(
+            labels, predictions, weights, num_classes)
         return metrics
     return metric_fn
+
+
+def streaming_confusion_matrix(labels, predictions, weights, num_classes):
+    """(value, update_op) of the weighted counts so far: float64 [C, C], row = true class,
+    column = predicted class; a local metric variable, reset by each evaluation."""
+    total = tf.compat.v1.Variable(
+        tf.zeros([num_classes, num_classes], tf.float64), trainable=False, name="confusion_matrix",
+        collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES, tf.compat.v1.GraphKeys.METRIC_VARIABLES])
+    batch = tf.math.confusion_matrix(
+        tf.reshape(labels, [-1]), tf.reshape(predictions, [-1]), num_classes,
+        weights=tf.cast(tf.reshape(weights, [-1]), tf.float64), dtype=tf.float64)
+    return tf.convert_to_tensor(total), total.assign_add(batch)
 
 
 def learning_rate_schedule(global_step, params):

@@ -1,0 +1,96 @@
+"""The confusion matrix and per-class accuracy TensorBoard gets at each evaluation.
+
+    .venv/bin/python -m pytest tests/trainer/test_eval_pictures.py
+"""
+import glob
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from trainer import eval_pictures, model
+
+
+def read_eval_events(eval_dir):
+    """{tag: {step: value}}: images as decoded uint8 arrays, scalars as floats."""
+    tags = {}
+    for path in glob.glob(f"{eval_dir}/events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                if value.metadata.plugin_data.plugin_name == "images":
+                    png = tf.make_ndarray(value.tensor)[2]
+                    tags.setdefault(value.tag, {})[event.step] = tf.io.decode_png(png).numpy()
+                elif value.HasField("tensor") and value.tag.startswith("per_class"):
+                    tags.setdefault(value.tag, {})[event.step] = tf.make_ndarray(value.tensor)
+    return tags
+
+
+def test_streaming_matrix_counts_weighted_rows_across_batches():
+    """Zero-weight (padding) rows count for nothing; each batch adds to the running matrix."""
+    labels = tf.constant([0, 1, 2, 2])
+    logits = tf.one_hot([0, 2, 2, 0], 3)  # predictions 0, 2, 2, 0
+    weights = tf.constant([1.0, 1.0, 1.0, 0.0])
+    with tf.Graph().as_default():
+        metrics = model.make_metric_fn(3, 5)(tf.constant(labels), tf.constant(logits), tf.constant(weights))
+        value, update = metrics[model.CONFUSION_MATRIX_METRIC]
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.local_variables_initializer())
+            session.run(update)
+            session.run(update)
+            matrix = session.run(value)
+    np.testing.assert_array_equal(matrix, [[2, 0, 0], [0, 0, 2], [0, 0, 2]])
+
+
+def test_image_shades_hits_blue_and_mistakes_red():
+    matrix = np.array([[9, 1], [0, 10]])
+    image = eval_pictures.draw_confusion_matrix(matrix, ["cat", "dog"])
+    assert image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3
+    assert eval_pictures.cell_color(9, 10, True) == (53, 133, 188)    # 90% of a row, a hit
+    assert (image == (53, 133, 188)).all(axis=-1).sum() > 100          # drawn: the cat/cat cell
+    assert (image == eval_pictures.cell_color(1, 10, False)).all(axis=-1).sum() > 100
+    assert eval_pictures.cell_color(0, 10, False) == (255, 255, 255)  # no mistakes: white
+    red = eval_pictures.cell_color(1, 1000, False)                     # 0.1% still shows
+    assert red != (255, 255, 255) and red[0] > red[1]
+
+
+def test_many_classes_draw_a_block_per_cell_and_one_histogram(tmp_path):
+    classes = eval_pictures.MAX_SCALAR_CLASSES + 20
+    matrix = np.eye(classes, dtype=np.int64) * 3
+    matrix[0, 1] = 1
+    image = eval_pictures.draw_confusion_matrix(matrix, [f"n{k}" for k in range(classes)])
+    scale = max(1, 600 // classes)
+    assert image.shape == (classes * scale, classes * scale, 3)
+    eval_pictures.write_eval_pictures(str(tmp_path), 7, matrix, [f"n{k}" for k in range(classes)])
+    tags = read_eval_events(str(tmp_path))
+    assert set(tags) == {"confusion_matrix", "per_class_accuracy"}
+    assert 7 in tags["confusion_matrix"] and 7 in tags["per_class_accuracy"]
+
+
+def test_per_class_accuracy_is_each_rows_hit_rate():
+    accuracies = eval_pictures.per_class_accuracy(np.array([[3, 1, 0], [0, 0, 0], [1, 1, 2]]))
+    assert accuracies[0] == pytest.approx(0.75) and np.isnan(accuracies[1])
+    assert accuracies[2] == pytest.approx(0.5)
+
+
+def test_each_evaluation_writes_the_matrix_and_per_class_accuracy(tiny_params):
+    """A real run: at every eval step an image and a scalar per class, and the per-class
+    accuracies average to the run's own mean_per_class_accuracy; the record holds no matrix."""
+    from trainer import evaluation, loop
+    params = dict(tiny_params, train_steps=4, steps_per_eval=2)
+    loop.run(params)
+    records = evaluation.read_eval_results(params["output_dir"])
+    tags = read_eval_events(f"{params['output_dir']}/eval")
+    steps = {record["global_step"] for record in records}
+    assert steps == {2, 4} and set(tags["confusion_matrix"]) == steps
+    image = tags["confusion_matrix"][4]
+    assert image.shape[0] > 3 * eval_pictures.CELL and image.shape[2] == 3
+    per_class = {tag.split("/", 1)[1] for tag in tags if tag.startswith("per_class_accuracy/")}
+    assert per_class == set(params["labels"])
+    for record in records:
+        values = [float(tags[f"per_class_accuracy/{label}"][record["global_step"]])
+                  for label in params["labels"]]
+        assert np.mean(values) == pytest.approx(record["mean_per_class_accuracy"], abs=1e-5)
+        assert model.CONFUSION_MATRIX_METRIC not in record
+    text = open(f"{params['output_dir']}/{evaluation.RESULTS_FILE}").read()
+    assert "confusion" not in text and json.loads(text.splitlines()[0])["global_step"] == 2
