@@ -25,14 +25,11 @@ MAX_LABELLED_CLASSES = 30   # beyond this, cell numbers and names do not fit a r
 MAX_SCALAR_CLASSES = 100    # beyond this, a tag per class buries the SCALARS tab
 CELL = 34                   # pixels per cell of a labelled matrix
 HIT_RGB, MISS_RGB = (31, 119, 180), (214, 39, 40)  # the report page's blue and red
-MIN_SHADE = 0.08            # one mistake in a large row must still show
 
 
 def cell_color(count, row_total, is_diagonal):
     """RGB of a cell: blue for hits, red for mistakes, darker the larger its share of the row."""
-    share = count / row_total if row_total else 0.0
-    if count:
-        share = max(share, MIN_SHADE)
+    share = report_metrics.row_shade(count, row_total)
     base = HIT_RGB if is_diagonal else MISS_RGB
     return tuple(round(255 - share * (255 - c)) for c in base)
 

@@ -14,7 +14,6 @@ import html
 from trainer import report_metrics, report_svg
 
 MAX_MATRIX_CLASSES = 100  # a 100x100 table is still readable when zoomed; beyond, the table alone
-MIN_SHADE = 0.15  # the lightest shading of a non-zero cell
 ACCURACY_COLORS = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b")
 LOSS_COLORS = ("#d62728", "#1f77b4")
 STYLE = """
@@ -111,9 +110,7 @@ def curves_html(page):
 
 def cell_style(count, row_total, is_diagonal):
     """Blue for hits, red for mistakes, darker the larger the share of the row."""
-    share = count / row_total if row_total else 0.0
-    if count:  # one mistake in a large row must still show
-        share = max(share, MIN_SHADE)
+    share = report_metrics.row_shade(count, row_total)
     rgb = "31,119,180" if is_diagonal else "214,39,40"
     text = "#fff" if share > 0.6 else "#222"
     return f"background: rgba({rgb},{share:.3f}); color: {text}"

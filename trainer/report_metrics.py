@@ -36,6 +36,14 @@ def confusion_matrix(true_ids, predicted_ids, num_classes):
     return matrix
 
 
+def row_shade(count, row_total, lightest=0.15):
+    """How dark a matrix cell is drawn, in [0, 1]: its share of the row, at least `lightest`
+    when non-zero (one mistake in a large row must still show). The report page's table and
+    TensorBoard's image (trainer/eval_pictures.py) both shade by it."""
+    share = count / row_total if row_total else 0.0
+    return max(share, lightest) if count else share
+
+
 def ratio(numerator, denominator):
     return float(numerator) / float(denominator) if denominator else None
 
