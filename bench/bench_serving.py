@@ -16,7 +16,10 @@ it measures, for in-process / REST / gRPC:
   load     8 concurrent clients, batch-1 requests: requests per second, p50 / p99
 and, against a second stand-in started with --enable_batching (BATCHING_PARAMETERS),
 REST and gRPC under 8 and 32 concurrent clients sending batch-1 requests (in-process
-too at 32 clients). It prints medians over rounds plus each path's ratio to
+too at 32 clients). That table measures the server, so its clients are
+bench/raw_clients.py's, which cost the 2 cores little (pre-encoded requests, each
+answer still checked); the same clients against the server without batching show
+what batching itself adds. It prints medians over rounds plus each path's ratio to
 in-process at the same number of clients.
 """
 import argparse
@@ -32,7 +35,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
 
-from bench import loadgen
+from bench import loadgen, raw_clients
 
 from common import signature  # noqa: E402
 from serving.grpc_client import GrpcClient  # noqa: E402
@@ -43,24 +46,32 @@ LOAD_CLIENTS = 8
 MANY_CLIENTS = 32
 SERVER_START_SECONDS = 300
 # The batching server's --batching_parameters_file, tuned on this 2-core machine: two batch
-# threads, so one batch runs while the next fills (with one, all 8 clients wait on the same
-# batch and the cores idle between batches); a batch waits at most 1 ms for more requests
-# (with 0 most batches held 1-2 requests); 64 batches in the queue: 32 clients never fill it.
+# threads, so one batch can run while the next fills; a batch waits at most 5 ms for more
+# requests, though under steady load it starts as soon as every client's request is in (the
+# stand-in's early start, serving/standin/batching.py); with 1 ms many batches timed out
+# while the 8th request was still being parsed, and held 3 requests on average; 64 batches
+# in the queue: 32 clients never fill it.
 BATCHING_PARAMETERS = """max_batch_size { value: 32 }
-batch_timeout_micros { value: 1000 }
+batch_timeout_micros { value: 5000 }
 max_enqueued_batches { value: 64 }
 num_batch_threads { value: 2 }
 """
 
 
 class InProcessClient:
-    """The baseline: the SavedModel's serving_default called directly (same interface)."""
+    """The baseline: the SavedModel's serving_default called directly (same interface).
+
+    Called as the stand-in calls it (serving/standin/model_store.py's run_signature): the
+    JPEGs as a tf.string tensor, the signature's flat call (the keyword call spends 0.15 ms
+    per batch-1 call formatting an error it then ignores), the outputs as numpy arrays.
+    """
 
     def __init__(self, loaded):
         self.function = loaded.signatures[signature.SIGNATURE_DEFAULT]
 
     def predict(self, jpegs):
-        outputs = self.function(image_bytes=tf.constant(jpegs))
+        outputs = self.function._call_with_flat_signature(  # noqa: SLF001 - see the docstring
+            (), {signature.INPUT_IMAGE_BYTES: tf.constant(jpegs, dtype=tf.string)})
         return {name: value.numpy() for name, value in outputs.items()}
 
     def close(self):
@@ -157,12 +168,12 @@ def measure_load(make_client, jpegs, requests, clients):
 
 
 def measure_path(path, make_client, jpegs, requests):
-    """Every measurement a path takes part in: the batching servers only under load."""
-    if "batching" not in path:
+    """Every measurement a path takes part in: the batching table's paths only under load."""
+    if path in FIRST_TABLE:
         figures = measure(make_client, jpegs, requests)  # its 8-client load: the common base
     else:
         figures = measure_load(make_client, jpegs, requests * 4, LOAD_CLIENTS)
-    if "batching" in path or path == "in-process":
+    if path not in FIRST_TABLE or path == "in-process":
         figures.update(measure_load(make_client, jpegs, requests * 4, MANY_CLIENTS))
     return figures
 
@@ -190,7 +201,7 @@ def print_table(figures, description):
           f"{'x in-proc':>10}{'8-client req/s':>15}{'x in-proc':>10}{'p50':>9}{'p99':>9}")
     med = medians(figures)
     base = med["in-process"]
-    for path in ("in-process", "rest", "grpc"):
+    for path in FIRST_TABLE:
         m = med[path]
         print(f"{path:<11}{m['single_p50_ms']:>9.2f}ms{m['single_p99_ms']:>9.2f}ms"
               f"{m['batch_images_per_s']:>14.0f}{m['batch_images_per_s'] / base['batch_images_per_s']:>10.2f}"
@@ -207,7 +218,7 @@ def print_batching_table(figures):
     print(f"\nserver-side batching ({' '.join(BATCHING_PARAMETERS.split())}):")
     print(f"{'path':<15}" + "".join(f"{f'{n}-client req/s':>16}{'x in-proc':>10}{'p50':>9}{'p99':>9}"
                                     for n in (LOAD_CLIENTS, MANY_CLIENTS)))
-    for path in ("in-process", "rest+batching", "grpc+batching"):
+    for path in BATCHING_TABLE:
         cells = ""
         for n in (LOAD_CLIENTS, MANY_CLIENTS):
             rate = med[path][f"load{n}_requests_per_s"]
@@ -215,16 +226,28 @@ def print_batching_table(figures):
                       f"{med[path][f'load{n}_p50_ms']:>7.2f}ms{med[path][f'load{n}_p99_ms']:>7.2f}ms")
         print(f"{path:<15}{cells}")
     print("(in-process: the SavedModel called directly by the same number of threads, no batching; "
-          "its 8-client figures are the table above's)")
+          "its 8-client figures are the table above's; -raw: bench/raw_clients.py's clients "
+          "against the server without batching)")
+
+
+FIRST_TABLE = ("in-process", "rest", "grpc")  # the project's own clients, no batching
+BATCHING_TABLE = ("in-process", "rest-raw", "rest+batching", "grpc-raw", "grpc+batching")
 
 
 def make_makers(loaded, model_name, servers):
     """{path: client factory}; servers: {"": (rest_url, grpc_target), "+batching": (...)}."""
-    makers = {"in-process": lambda: InProcessClient(loaded)}
-    for suffix, (rest_url, grpc_target) in servers.items():
-        makers[f"rest{suffix}"] = lambda url=rest_url: RestClient(url, model_name, timeout=60)
-        makers[f"grpc{suffix}"] = lambda target=grpc_target: GrpcClient(target, model_name, timeout=60)
-    return makers
+    (rest_url, grpc_target), (batching_url, batching_target) = servers[""], servers["+batching"]
+    host, port = batching_url.rsplit("/", 1)[-1].split(":")
+    plain_host, plain_port = rest_url.rsplit("/", 1)[-1].split(":")
+    return {
+        "in-process": lambda: InProcessClient(loaded),
+        "rest": lambda: RestClient(rest_url, model_name, timeout=60),
+        "grpc": lambda: GrpcClient(grpc_target, model_name, timeout=60),
+        "rest-raw": lambda: raw_clients.RawRestClient(plain_host, int(plain_port), model_name),
+        "grpc-raw": lambda: raw_clients.RawGrpcClient(grpc_target, model_name),
+        "rest+batching": lambda: raw_clients.RawRestClient(host, int(port), model_name),
+        "grpc+batching": lambda: raw_clients.RawGrpcClient(batching_target, model_name),
+    }
 
 
 def main(argv=None):

@@ -14,6 +14,15 @@ The queue follows SharedBatchScheduler's rules:
     or when its first task has waited batch_timeout_micros (0: as soon as one of
     the num_batch_threads threads is free, so batches grow only while all are busy).
 
+One addition of the stand-in's (TF Serving would wait out the timeout): a queue learns
+how many of its requests are in flight at once under steady load (its callers), and an
+open batch is ready as soon as every caller's request is in the scheduler, since no
+other can join it before one is answered. The count is set by each batch that waits
+out its timeout, raised whenever more requests are in flight, and forgotten when the
+queue has been empty for IDLE_SECONDS, so a burst after a lull waits and merges as in
+TF Serving. Readiness only lets a free batch thread take the batch earlier: no batch
+is closed early, so batch sizes, padding and the queue limit behave as before.
+
 As in TF Serving, one failing input (an undecodable image) fails every request
 merged into its batch.
 
@@ -29,6 +38,10 @@ import time
 import numpy as np
 
 from serving.standin import errors
+
+# A queue empty this long has lost its callers: a client in a request loop sends its next
+# request within a few ms even on a loaded machine, so only a real lull forgets the count.
+IDLE_SECONDS = 0.05
 
 
 @dataclasses.dataclass(eq=False)
@@ -57,12 +70,38 @@ class Queue:
     batches: collections.deque = dataclasses.field(default_factory=collections.deque)
 
 
+@dataclasses.dataclass(eq=False)
+class Callers:
+    """The requests of one queue in flight (scheduled, not yet answered) and how many of
+    them its steady load keeps in flight (None: not known, wait the timeout)."""
+    in_flight: int = 0
+    expected: int = None
+    idle_since: float = 0.0
+
+    def add(self, now):
+        if self.in_flight == 0 and now - self.idle_since > IDLE_SECONDS:
+            self.expected = None
+        self.in_flight += 1
+        if self.expected is not None:
+            self.expected = max(self.expected, self.in_flight)
+
+    def remove(self, count, now):
+        self.in_flight -= count
+        if self.in_flight == 0:
+            self.idle_since = now
+
+    @property
+    def are_all_in(self):
+        return self.expected is not None and self.in_flight >= self.expected
+
+
 class BatchScheduler:
     """Queues of tasks served by num_batch_threads threads; run() blocks until a task is done."""
 
     def __init__(self, options, metrics=None):
         self.options, self.metrics = options, metrics
-        self._queues = {}  # key -> Queue
+        self._queues = {}  # key -> Queue, while it holds batches
+        self._callers = {}  # key -> Callers, kept while the queue is empty
         self._round_robin = itertools.count()
         self._condition = threading.Condition()
         self._is_stopping = False
@@ -89,7 +128,8 @@ class BatchScheduler:
             queue = self._queues.setdefault(key, Queue(run_batch))
             is_open = queue.batches and not queue.batches[-1].is_closed
             open_batch = queue.batches[-1] if is_open else None
-            if open_batch is None or open_batch.size + task.size > limit:
+            is_new = open_batch is None or open_batch.size + task.size > limit
+            if is_new:
                 if len(queue.batches) >= self.options.max_enqueued_batches:
                     raise errors.Unavailable(
                         "The batch scheduling queue to which this task was submitted is full")
@@ -100,7 +140,12 @@ class BatchScheduler:
             open_batch.tasks.append(task)
             open_batch.size += task.size
             open_batch.is_closed = open_batch.size >= limit
-            self._condition.notify()
+            callers = self._callers.setdefault(key, Callers())
+            callers.add(task.enqueued)
+            # Wake a batch thread only when a batch became ready or a new timeout started:
+            # a task joining a waiting batch changes neither.
+            if is_new or open_batch.is_closed or callers.are_all_in:
+                self._condition.notify()
 
     def _work(self):
         """A batch thread: takes the next ready batch and processes it, until stop()."""
@@ -115,20 +160,26 @@ class BatchScheduler:
             self._process(*picked)
 
     def _take_ready_batch(self):
-        """(queue, batch) of a ready batch, removed from its queue; queues taken in turn."""
+        """(queue, batch, callers) of a ready batch, removed from its queue; queues taken in
+        turn. A batch that waited out its timeout sets its queue's expected callers."""
         keys = list(self._queues)
         if not keys:
             return None
         start = next(self._round_robin) % len(keys)
         now = time.monotonic()
         for key in keys[start:] + keys[:start]:
-            queue = self._queues[key]
+            queue, callers = self._queues[key], self._callers[key]
             head = queue.batches[0] if queue.batches else None
-            if head is not None and (head.is_closed or now - head.started >= self.timeout_seconds):
+            if head is None:
+                continue
+            is_early = head.is_closed or callers.are_all_in
+            if is_early or now - head.started >= self.timeout_seconds:
+                if not is_early:
+                    callers.expected = callers.in_flight
                 queue.batches.popleft()
                 if not queue.batches:
                     del self._queues[key]
-                return queue, head
+                return queue, head, callers
         return None
 
     @property
@@ -142,7 +193,7 @@ class BatchScheduler:
             return None
         return max(0.0, min(starts) + self.timeout_seconds - time.monotonic())
 
-    def _process(self, queue, batch):
+    def _process(self, queue, batch, callers):
         """One model call for the batch; every task gets its rows or the shared error."""
         started = time.monotonic()
         try:
@@ -156,6 +207,8 @@ class BatchScheduler:
         if self.metrics is not None:
             self.metrics.record_batch(self.options.thread_pool_name,
                                       [started - task.enqueued for task in batch.tasks])
+        with self._condition:  # before the answers: a caller's next request is not extra
+            callers.remove(len(batch.tasks), time.monotonic())
         for task in batch.tasks:
             task.done.set()
 

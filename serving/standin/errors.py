@@ -57,6 +57,7 @@ class Unavailable(ServingError):
 
 
 class Unimplemented(ServingError):
-    """A TF Serving feature the stand-in does not have (classify/regress signatures)."""
+    """TF Serving's UNIMPLEMENTED: a JSON value for a dtype it cannot convert (half, complex),
+    a MultiInference task of another method."""
     http_status = 501
     grpc_code = grpc.StatusCode.UNIMPLEMENTED

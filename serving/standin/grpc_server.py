@@ -3,10 +3,9 @@
 The service definitions and messages are the `tensorflow-serving-api` package's
 generated code, so any TF Serving gRPC client works unchanged. Implemented:
 Predict (outputs in typed fields, as TF Serving writes them), GetModelMetadata,
-GetModelStatus, ModelService.HandleReloadConfigRequest, and Classify/Regress as
-far as TF Serving goes for a model without such signatures (INVALID_ARGUMENT). A
-model_spec may name a version or a version_label. MultiInference answers
-UNIMPLEMENTED (the generated base class's behaviour). Errors carry TF Serving's
+GetModelStatus, ModelService.HandleReloadConfigRequest, and Classify, Regress and
+MultiInference on classification/regression signatures (serving/standin/inference.py).
+A model_spec may name a version or a version_label. Errors carry TF Serving's
 codes and words (predict_util.cc, get_model_metadata_impl.cc, server_core.cc).
 
     .venv/bin/python -m serving.standin.server --model_base_path OUT/export/image_classifier --port 8500
@@ -17,14 +16,14 @@ import socket
 from concurrent import futures
 
 import grpc
-from tensorflow_serving.apis import (get_model_metadata_pb2, model_management_pb2,
+from tensorflow_serving.apis import (get_model_metadata_pb2, model_management_pb2, model_pb2,
                                      model_service_pb2_grpc, predict_pb2,
                                      prediction_service_pb2_grpc)
 
 from common import predict_protos, signature
 
-from serving.standin import (config_files, errors, metrics as metrics_lib, model_store,
-                             tensor_protos)
+from serving.standin import (config_files, errors, inference, metrics as metrics_lib,
+                             model_store, tensor_protos)
 
 # Concurrent RPCs, each holding a thread while its model call runs (the calls release the
 # GIL); with --enable_batching this bounds how many requests one batch can merge.
@@ -50,7 +49,11 @@ def resolve(core, request):
     """The ServedVersion a request's model_spec names: a version, a label, or the latest."""
     if not request.HasField("model_spec"):
         raise errors.InvalidArgument("Missing ModelSpec")
-    spec = request.model_spec
+    return resolve_spec(core, request.model_spec)
+
+
+def resolve_spec(core, spec):
+    """The ServedVersion a ModelSpec names."""
     choice = spec.WhichOneof("version_choice")
     return core.get(spec.name, spec.version.value if choice == "version" else None,
                     spec.version_label if choice == "version_label" else None)
@@ -134,14 +137,19 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     @abort_on_error
     def Classify(self, request, context):
         with metrics_lib.track(self.metrics, request.model_spec.name, "Classify", "GRPC"):
-            served = resolve(self.core, request)
-            served.refuse_classify_or_regress("classify", request.model_spec.signature_name)
+            return inference.classify(resolve(self.core, request), request)
 
     @abort_on_error
     def Regress(self, request, context):
         with metrics_lib.track(self.metrics, request.model_spec.name, "Regress", "GRPC"):
-            served = resolve(self.core, request)
-            served.refuse_classify_or_regress("regress", request.model_spec.signature_name)
+            return inference.regress(resolve(self.core, request), request)
+
+    @abort_on_error
+    def MultiInference(self, request, context):
+        """The model of the first task's model_spec (TF Serving's GetModelSpecFromRequest)."""
+        spec = request.tasks[0].model_spec if request.tasks else model_pb2.ModelSpec()
+        with metrics_lib.track(self.metrics, spec.name, "MultiInference", "GRPC"):
+            return inference.multi_inference(resolve_spec(self.core, spec), request)
 
     @abort_on_error
     def GetModelMetadata(self, request, context):

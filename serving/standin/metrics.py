@@ -11,6 +11,16 @@ alert written for TF Serving reads the stand-in unchanged:
     :tensorflow:serving:batching_session:wrapped_run_count                counter (with batching)
     :tensorflow:serving:batching_session:queuing_latency{thread_pool_name} histogram (with batching)
 
+and, process-wide as TF's own registry is (so every server in one process shows them),
+the TensorFlow metrics the stand-in measures at the same points TF does:
+
+    :tensorflow:cc:saved_model:load_attempt_count{model_path,status}      counter, success|fail
+    :tensorflow:cc:saved_model:load_latency{model_path}                   counter, microseconds
+    :tensorflow:core:graph_runs, :tensorflow:core:graph_run_time_usecs    counters (model calls)
+    :tensorflow:core:graph_run_time_usecs_histogram                       histogram, microseconds
+    :tensorflow:serving:runtime_latency{model_name,API,runtime}           histogram, microseconds
+    :tensorflow:serving:request_example_counts{model}, ..._count_total{model}  Classify/Regress
+
     curl http://127.0.0.1:8501/monitoring/prometheus/metrics
 """
 import bisect
@@ -24,6 +34,17 @@ REQUEST_COUNT = "/tensorflow/serving/request_count"
 REQUEST_LATENCY = "/tensorflow/serving/request_latency"
 WRAPPED_RUN_COUNT = "/tensorflow/serving/batching_session/wrapped_run_count"
 QUEUING_LATENCY = "/tensorflow/serving/batching_session/queuing_latency"
+# TensorFlow's (cc/saved_model/loader.cc, core/framework/metrics.cc) and TF Serving's
+# servables/tensorflow/util.cc process-wide metrics.
+LOAD_ATTEMPT_COUNT = "/tensorflow/cc/saved_model/load_attempt_count"
+LOAD_LATENCY = "/tensorflow/cc/saved_model/load_latency"
+GRAPH_RUNS = "/tensorflow/core/graph_runs"
+GRAPH_RUN_TIME_USECS = "/tensorflow/core/graph_run_time_usecs"
+GRAPH_RUN_TIME_HISTOGRAM = "/tensorflow/core/graph_run_time_usecs_histogram"
+RUNTIME_LATENCY = "/tensorflow/serving/runtime_latency"
+EXAMPLE_COUNTS = "/tensorflow/serving/request_example_counts"
+EXAMPLE_COUNT_TOTAL = "/tensorflow/serving/request_example_count_total"
+RUNTIME = "TF1"  # TF Serving's runtime label for a SavedModel run in a TF session
 
 
 def exponential_limits(scale, growth_factor, count):
@@ -94,6 +115,54 @@ def format_labels(names, values):
     return ",".join(f'{name}="{value}"' for name, value in zip(names, escaped))
 
 
+class ProcessMetrics:
+    """TF's process-wide metrics (CollectionRegistry::Default) that the stand-in measures."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.metrics = [
+            Counter(LOAD_ATTEMPT_COUNT, ("model_path", "status")),
+            Counter(LOAD_LATENCY, ("model_path",)),
+            Counter(GRAPH_RUNS, ()), Counter(GRAPH_RUN_TIME_USECS, ()),
+            Histogram(GRAPH_RUN_TIME_HISTOGRAM, (), exponential_limits(1000, 2, 20)),
+            Histogram(RUNTIME_LATENCY, ("model_name", "API", "runtime"),
+                      exponential_limits(10, 1.8, 33)),
+            Histogram(EXAMPLE_COUNTS, ("model",), exponential_limits(1, 2, 15)),
+            Counter(EXAMPLE_COUNT_TOTAL, ("model",))]
+        self.by_name = {metric.name: metric for metric in self.metrics}
+
+    def record_load(self, model_path, is_ok, seconds):
+        """One SavedModel load attempt; its latency only when it succeeded (as TF's loader)."""
+        with self.lock:
+            self.by_name[LOAD_ATTEMPT_COUNT].add((model_path, "success" if is_ok else "fail"))
+            if is_ok:
+                self.by_name[LOAD_LATENCY].add((model_path,), int(seconds * 1e6))
+
+    def record_graph_run(self, seconds):
+        """One model call (TF's UpdateGraphExecTime: runs under a microsecond are not counted)."""
+        micros = int(seconds * 1e6)
+        if micros <= 0:
+            return
+        with self.lock:
+            self.by_name[GRAPH_RUNS].add(())
+            self.by_name[GRAPH_RUN_TIME_USECS].add((), micros)
+            self.by_name[GRAPH_RUN_TIME_HISTOGRAM].add((), micros)
+
+    def record_runtime(self, model_name, api, seconds):
+        """The model call of one Predict/Classify/Regress (with batching: queue included)."""
+        with self.lock:
+            self.by_name[RUNTIME_LATENCY].add((model_name, api, RUNTIME), int(seconds * 1e6))
+
+    def record_examples(self, model_name, count):
+        """The tf.Examples of one Classify/Regress/MultiInference request."""
+        with self.lock:
+            self.by_name[EXAMPLE_COUNTS].add((model_name,), count)
+            self.by_name[EXAMPLE_COUNT_TOTAL].add((model_name,), count)
+
+
+PROCESS = ProcessMetrics()
+
+
 class Metrics:
     """The stand-in's metrics; every method is safe to call from request threads."""
 
@@ -127,9 +196,9 @@ class Metrics:
 
     def render(self):
         """The Prometheus page: metrics sorted by TF name (TF's registry map order)."""
-        with self._lock:
+        with self._lock, PROCESS.lock:
             lines = []
-            for metric in sorted(self._metrics, key=lambda m: m.name):
+            for metric in sorted(self._metrics + PROCESS.metrics, key=lambda m: m.name):
                 lines.append(f"# TYPE {metric.prometheus_name} {metric.kind}")
                 lines.extend(metric.lines())
         return "\n".join(lines) + "\n"

@@ -5,13 +5,12 @@ Serving's own patterns (model_servers/http_rest_api_util.cc): case-insensitive,
 /versions/N or /labels/L, POST for :predict/:classify/:regress, GET for status and
 /metadata; anything else under /v1/ is 400 "Malformed request". Formats follow TF
 Serving's api_rest documentation: row ("instances" -> "predictions") and columnar
-("inputs" -> "outputs") requests, {"b64": ...} for binary strings, and the
-GetModelStatus / GetModelMetadata responses as proto JSON.
+("inputs" -> "outputs") requests, {"b64": ...} for binary strings, :classify and
+:regress ({"context", "examples"} -> {"results"}), and the GetModelStatus /
+GetModelMetadata responses as proto JSON. Values in and out follow json_tensors.py.
 
     .venv/bin/python -c "from serving.standin import rest_routes as r; print(r.route('GET', '/v1/models/m/metadata'))"
 """
-import base64
-import binascii
 import collections
 import json
 import re
@@ -19,9 +18,9 @@ import urllib.parse
 
 import numpy as np
 from google.protobuf import json_format
-from tensorflow_serving.apis import get_model_metadata_pb2
+from tensorflow_serving.apis import classification_pb2, get_model_metadata_pb2, regression_pb2
 
-from serving.standin import errors
+from serving.standin import errors, inference, json_tensors
 
 API_PREFIX = re.compile(r"/v1/.*", re.IGNORECASE)  # HttpRestApiHandler::kPathRegex
 _POST_PATH = re.compile(r"/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?"
@@ -30,7 +29,6 @@ _GET_PATH = re.compile(r"/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labe
                        r"(?:/(metadata))?", re.IGNORECASE)
 POST_ACTIONS = ("predict", "classify", "regress")
 INT64_MAX = 2 ** 63 - 1
-BINARY_SUFFIX = "_bytes"  # TF Serving: string tensors named *_bytes carry base64 binary
 # TF's TensorShape holds at most 254 dimensions; with the request object and the list of
 # instances around them, deeper JSON cannot be a tensor and is refused with 400.
 MAX_JSON_DEPTH = 256
@@ -93,12 +91,11 @@ def parse_json_object(body):
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise errors.InvalidArgument(f"JSON Parse error: {e}") from e
     if not isinstance(request, dict):
-        raise errors.InvalidArgument(f"JSON Value: {compact_json(request)} Is not object")
+        raise json_tensors.format_error(request, "Is not object")
     signature_name = request.get("signature_name", "")
     if not isinstance(signature_name, str):
-        raise errors.InvalidArgument(
-            f"JSON Value: {compact_json(request)} not formatted correctly. 'signature_name' key "
-            "must be a string value.")
+        raise json_tensors.format_error(
+            request, "not formatted correctly. 'signature_name' key must be a string value.")
     return request
 
 
@@ -118,110 +115,93 @@ def check_json_depth(body):
         raise errors.InvalidArgument(f"JSON Parse error: nested deeper than {MAX_JSON_DEPTH} levels")
 
 
-def compact_json(value, limit=200):
-    text = json.dumps(value, separators=(",", ":"))
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
 def parse_predict_body(body):
     """(signature_name, is_row_format, payload) from a :predict request body."""
     request = parse_json_object(body)
     has_rows, has_columns = "instances" in request, "inputs" in request
     if has_rows and has_columns:
-        raise errors.InvalidArgument(
-            f"JSON Value: {compact_json(request)} Not formatted correctly expecting only one of "
-            "'inputs' or 'instances' keys to exist ")
+        raise json_tensors.format_error(
+            request, "Not formatted correctly expecting only one of 'inputs' or 'instances' "
+            "keys to exist ")
     if not has_rows and not has_columns:
         raise errors.InvalidArgument("Missing 'inputs' or 'instances' key")
     return request.get("signature_name", ""), has_rows, request["instances" if has_rows else "inputs"]
 
 
-def is_b64_object(value):
-    return isinstance(value, dict) and set(value) == {"b64"}
-
-
-def decode_value(name, value, where):
-    """A JSON value with {"b64": ...} objects replaced by bytes; *_bytes inputs must use them."""
-    if isinstance(value, list):
-        return [decode_value(name, item, f"{where}[{i}]") for i, item in enumerate(value)]
-    if is_b64_object(value):
-        if not isinstance(value["b64"], str):
-            raise errors.InvalidArgument(f"{where}: 'b64' must be a base64 string")
-        try:
-            return base64.b64decode(value["b64"], validate=True)
-        except binascii.Error as e:
-            raise errors.InvalidArgument(f"{where}: 'b64' is not valid base64: {e}") from e
-    if isinstance(value, dict):
-        raise errors.InvalidArgument(f"{where}: expected a value or {{\"b64\": ...}}, "
-                                     f"got an object with keys {sorted(value)}")
-    if name.endswith(BINARY_SUFFIX) and isinstance(value, str):
-        raise errors.InvalidArgument(
-            f"{where}: input '{name}' holds binary data; send it as {{\"b64\": \"<base64>\"}}, "
-            f"not a plain string (missing 'b64')")
-    return value
-
-
-def rows_to_columns(instances, input_names):
-    """Row format -> {input name: [value per instance]}."""
-    if not isinstance(instances, list) or not instances:
-        raise errors.InvalidArgument("'instances' must be a non-empty list")
-    single = input_names[0] if len(input_names) == 1 else None
-    columns = {}
-    for i, instance in enumerate(instances):
-        if not isinstance(instance, dict) or is_b64_object(instance):
-            if single is None:
-                raise errors.InvalidArgument(
-                    f"instances[{i}] must be an object with keys {input_names}: the signature "
-                    f"has {len(input_names)} inputs")
-            instance = {single: instance}
-        if columns and set(instance) != set(columns):
-            raise errors.InvalidArgument(f"instances[{i}] has keys {sorted(instance)}, "
-                                         f"instances[0] has {sorted(columns)}")
-        for name, value in instance.items():
-            columns.setdefault(name, []).append(value)
-    return columns
-
-
-def extract_inputs(is_row, payload, input_names):
-    """{input name: decoded nested list} from a row or columnar payload."""
+def extract_inputs(is_row, payload, tensor_infos):
+    """{input name: numpy array} from a row or columnar payload, by TF Serving's rules and
+    with its words (serving/standin/json_tensors.py); tensor_infos: the signature's inputs."""
+    request = {"instances" if is_row else "inputs": payload}
     if is_row:
-        columns = rows_to_columns(payload, input_names)
-    elif isinstance(payload, dict) and not is_b64_object(payload):
-        columns = payload
-    elif len(input_names) == 1:
-        columns = {input_names[0]: payload}
-    else:
-        raise errors.InvalidArgument(f"'inputs' must be an object with keys {input_names}")
-    key = "instances" if is_row else "inputs"
-    return {name: decode_value(name, value, f"{key}.{name}") for name, value in columns.items()}
-
-
-def to_json_value(name, array):
-    """A numpy output as JSON: strings as text, or {"b64"} for *_bytes and non-UTF-8 values."""
-    def convert(item):
-        if isinstance(item, list):
-            return [convert(x) for x in item]
-        if isinstance(item, bytes):
-            if not name.endswith(BINARY_SUFFIX):
-                try:
-                    return item.decode("utf-8")
-                except UnicodeDecodeError:
-                    pass  # not text: fall through to base64, as TF Serving does
-            return {"b64": base64.b64encode(item).decode("ascii")}
-        return item
-    return convert(np.asarray(array).tolist())
+        return json_tensors.read_instances(request, tensor_infos)
+    return json_tensors.read_inputs(request, tensor_infos)
 
 
 def format_predictions(outputs, is_row):
-    """The :predict response body: {"predictions": rows} or {"outputs": columns}."""
-    columns = {name: to_json_value(name, value) for name, value in outputs.items()}
+    """The :predict response body: {"predictions": rows} or {"outputs": columns}, each value
+    pre-encoded (json_tensors.RawJson) with TF Serving's float texts; encode_json writes it."""
+    columns = {name: json_tensors.value_texts(name, value) for name, value in outputs.items()}
     if not is_row:
-        return {"outputs": next(iter(columns.values())) if len(columns) == 1 else columns}
+        whole = {name: json_tensors.RawJson("[" + ", ".join(texts) + "]")
+                 if np.ndim(outputs[name]) else json_tensors.RawJson(texts[0])
+                 for name, texts in columns.items()}
+        return {"outputs": next(iter(whole.values())) if len(whole) == 1 else whole}
     if len(columns) == 1:
-        return {"predictions": next(iter(columns.values()))}
-    batch = len(next(iter(columns.values())))
-    return {"predictions": [{name: column[i] for name, column in columns.items()}
-                            for i in range(batch)]}
+        return {"predictions": [json_tensors.RawJson(t) for t in next(iter(columns.values()))]}
+    keys = [json_tensors.encode_string(name) + ": " for name in columns]
+    rows = zip(*columns.values())  # one tuple of output texts per instance
+    return {"predictions": [json_tensors.RawJson("{" + ", ".join(map(str.__add__, keys, row)) + "}")
+                            for row in rows]}
+
+
+def parse_examples_body(body, route, request):
+    """A :classify/:regress body into a Classification/RegressionRequest (FillClassify-
+    RegressRequestFromJson), model_spec from the route; returns the request."""
+    document = parse_json_object(body)
+    request.model_spec.name = route.model_name
+    if route.version is not None:
+        request.model_spec.version.value = route.version
+    if route.label is not None:
+        request.model_spec.version_label = route.label
+    request.model_spec.signature_name = document.get("signature_name", "")
+    json_tensors.fill_examples(document, request.input)
+    return request
+
+
+def classify_or_regress(core, route, body):
+    """The :classify/:regress answer: the body parsed first, then the model resolved and the
+    request run as gRPC's Classify/Regress runs it (TF Serving's order)."""
+    is_classify = route.action == "classify"
+    request = parse_examples_body(body, route, classification_pb2.ClassificationRequest()
+                                  if is_classify else regression_pb2.RegressionRequest())
+    served = core.get(route.model_name, route.version, route.label)
+    if is_classify:
+        return format_classification(inference.classify(served, request).result)
+    return format_regression(inference.regress(served, request).result)
+
+
+def format_classification(result):
+    """{"results": [[[label, score], ...] per example]} (MakeJsonFromClassificationResult)."""
+    if not result.classifications:
+        raise errors.InvalidArgument("Cannot convert empty ClassificationResults to JSON")
+    scores = json_tensors.format_floats(np.array(
+        [c.score for item in result.classifications for c in item.classes], np.float32))
+    rows, index = [], 0
+    for item in result.classifications:
+        pairs = []
+        for c in item.classes:
+            pairs.append(f"[{json.dumps(c.label)}, {scores[index]}]")
+            index += 1
+        rows.append(json_tensors.RawJson("[" + ", ".join(pairs) + "]"))
+    return {"results": rows}
+
+
+def format_regression(result):
+    """{"results": [value per example]} (MakeJsonFromRegressionResult)."""
+    if not result.regressions:
+        raise errors.InvalidArgument("Cannot convert empty RegressionResults to JSON")
+    values = json_tensors.format_floats(np.array([r.value for r in result.regressions], np.float32))
+    return {"results": [json_tensors.RawJson(v) for v in values]}
 
 
 def format_status(response):
@@ -243,7 +223,6 @@ def format_metadata(model_name, version, signature_defs):
     }
 
 
-def encode_json(body):
-    return json.dumps(body).encode("utf-8")
+encode_json = json_tensors.encode_json
 
 

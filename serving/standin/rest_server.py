@@ -40,9 +40,7 @@ def handle_request(server, method, path, body):
     with metrics_lib.track(server.metrics, route.model_name, route.action, "REST"):
         if route.action == "predict":
             return 200, predict(core, route, body)
-        request = rest_routes.parse_json_object(body)
-        served = core.get(route.model_name, route.version, route.label)
-        served.refuse_classify_or_regress(route.action, request.get("signature_name", ""))
+        return 200, rest_routes.classify_or_regress(core, route, body)
 
 
 def predict(core, route, body):
@@ -50,7 +48,7 @@ def predict(core, route, body):
     signature_name, is_row, payload = rest_routes.parse_predict_body(body)
     served = core.get(route.model_name, route.version, route.label)
     name, signature_def = served.resolve_signature(signature_name)
-    inputs = rest_routes.extract_inputs(is_row, payload, sorted(signature_def.inputs))
+    inputs = rest_routes.extract_inputs(is_row, payload, signature_def.inputs)
     return rest_routes.format_predictions(served.predict(name, inputs), is_row)
 
 

@@ -6,6 +6,10 @@ Organised as TF Serving's own tests are, so the next difference found is one mor
     Classify/Regress, GetStatus, GetModelMetadata;
   - TensorflowModelServerTest (model_servers/tensorflow_model_server_test.py): the gRPC
     services, read the way TF Serving's example clients read them;
+  - Classify/Regress/MultiInference on a real classification/regression SavedModel
+    (tests/serving/inference_models.py), REST and gRPC against the signature run directly;
+  - JsonTensorTest (util/json_tensor_test.cc): float texts out, value errors in;
+  - the :tensorflow:* metrics (load, graph runs, runtime latency) on the Prometheus page;
   - the HTTP transport under the handler (http_server.cc / libevent): bodies read in
     full before answering, JSON nesting, HTTP/1.0 keep-alive, chunked bodies.
 The server is the stand-in in this process, serving versions 1 and 2 of the fixture model
@@ -23,13 +27,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from google.protobuf import text_format
+from prometheus_client.parser import text_string_to_metric_families
 from tensorflow_serving.apis import (classification_pb2, get_model_metadata_pb2,
-                                     get_model_status_pb2, model_service_pb2_grpc, predict_pb2,
-                                     prediction_service_pb2_grpc, regression_pb2)
+                                     get_model_status_pb2, inference_pb2, model_service_pb2_grpc,
+                                     predict_pb2, prediction_service_pb2_grpc, regression_pb2)
 from tensorflow_serving.config import model_server_config_pb2
 
 from common import predict_protos, signature
-from serving.standin import server
+from serving.standin import model_store, server
+from tests.serving import inference_models
 from tests.serving.conftest import b64, rest_call as rest
 
 MODEL = "image_classifier"
@@ -157,8 +163,11 @@ def test_classify_and_regress_on_a_predict_only_model(tf_server, verb, kind):
     status, body = rest(tf_server, "POST", f"{PATH}:{verb}", {"examples": [{"x": 1.0}]})
     assert (status, body) == (400, {"error": f"Expected {kind} signature method_name to be "
                                              f"tensorflow/serving/{verb}. Was: tensorflow/serving/predict"})
-    assert rest(tf_server, "POST", f"/v1/models/foo:{verb}", {"examples": []})[0] == 404
-    assert rest(tf_server, "POST", f"{PATH}/labels/nope:{verb}", {"examples": []})[0] == 400
+    assert rest(tf_server, "POST", f"/v1/models/foo:{verb}", {"examples": [{"x": 1.0}]})[0] == 404
+    assert rest(tf_server, "POST", f"{PATH}/labels/nope:{verb}", {"examples": [{}]})[0] == 400
+    # the body is read before the model is looked up, as in TF Serving
+    status, body = rest(tf_server, "POST", f"/v1/models/foo:{verb}", {"examples": []})
+    assert status == 400 and body["error"].endswith("'examples' value is an empty array")
 
 
 STATUS_OK = {"error_code": "OK", "error_message": ""}
@@ -318,6 +327,250 @@ def test_handle_reload_config_request(tf_server, two_versions, stubs, sample_jpe
     custom = model_management_pb2.ReloadConfigRequest()
     custom.config.custom_model_config.Pack(request.config)
     assert grpc_error(stubs[1].HandleReloadConfigRequest, custom)[0] == "INVALID_ARGUMENT"
+
+
+# --- Classify / Regress / MultiInference on a real classification/regression model --------
+# (http_rest_api_handler_test.cc's Classify/Regress, json_tensor_test.cc, classifier_test.cc,
+# regressor_test.cc, multi_inference_test.cc)
+
+EXAMPLES = "examples"
+EXAMPLES_PATH = f"/v1/models/{EXAMPLES}"
+METRICS_PATH = "/monitoring/prometheus/metrics"
+ROWS = [{"x": [1.0, 2.0]}, {"x": [0.5, -1.0], "bias": 1.0}]
+
+
+@pytest.fixture(scope="module")
+def examples_base(tmp_path_factory):
+    base = tmp_path_factory.mktemp("inference") / EXAMPLES
+    inference_models.save_examples_model(base / "1")
+    return base
+
+
+@pytest.fixture(scope="module")
+def examples_server(examples_base):
+    running = server.start_server(EXAMPLES, str(examples_base), enable_warmup=False,
+                                  poll_seconds=60, prometheus_path=METRICS_PATH)
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def examples_stub(examples_server):
+    channel = grpc.insecure_channel(f"127.0.0.1:{examples_server.grpc_port}")
+    yield prediction_service_pb2_grpc.PredictionServiceStub(channel)
+    channel.close()
+
+
+@pytest.fixture(scope="module")
+def direct_signatures(examples_base):
+    """The SavedModel's signatures run directly, not through any server."""
+    return tf.saved_model.load(str(examples_base / "1")).signatures
+
+
+def serialized_rows(rows, context=None):
+    """The tf.Example bytes TF Serving feeds for JSON rows (context bytes first)."""
+    prefix = inference_models.make_example(**context).SerializeToString() if context else b""
+    return [prefix + inference_models.make_example(**row).SerializeToString() for row in rows]
+
+
+def fill_input(input_proto, rows, context=None):
+    examples = input_proto.example_list.examples
+    if context:
+        input_proto.example_list_with_context.context.CopyFrom(
+            inference_models.make_example(**context))
+        examples = input_proto.example_list_with_context.examples
+    for row in rows:
+        examples.add().CopyFrom(inference_models.make_example(**row))
+
+
+def raw_rest(running, path, body):
+    """(status, body text) of a POST: the JSON text as the server wrote it."""
+    connection = http.client.HTTPConnection("127.0.0.1", running.rest_port, timeout=60)
+    connection.request("POST", path, body=body if isinstance(body, bytes) else json.dumps(body))
+    response = connection.getresponse()
+    text = response.read().decode()
+    connection.close()
+    return response.status, text
+
+
+@pytest.mark.parametrize("signature_name, has_labels, has_scores", [
+    ("", True, True), ("classify_scores", False, True), ("classify_classes", True, False)])
+def test_classify_matches_the_signature_over_rest_and_grpc(
+        examples_server, examples_stub, direct_signatures, signature_name, has_labels, has_scores):
+    direct = direct_signatures[signature_name or "serving_default"](
+        inputs=tf.constant(serialized_rows(ROWS)))
+    status, body = rest(examples_server, "POST", EXAMPLES_PATH + ":classify",
+                        {"signature_name": signature_name, "examples": ROWS})
+    assert status == 200
+    request = classification_pb2.ClassificationRequest()
+    request.model_spec.name, request.model_spec.signature_name = EXAMPLES, signature_name
+    fill_input(request.input, ROWS)
+    response = examples_stub.Classify(request, timeout=60)
+    assert response.model_spec.signature_name == signature_name or "serving_default"
+    over_grpc = [[[c.label, c.score] for c in item.classes]
+                 for item in response.result.classifications]
+    labels = direct["classes"].numpy() if has_labels else np.full((2, 3), b"")
+    scores = direct["scores"].numpy() if has_scores else np.zeros((2, 3), np.float32)
+    expected = [[[labels[i, j].decode(), float(scores[i, j])] for j in range(3)] for i in range(2)]
+    assert [[p[0] for p in r] for r in body["results"]] == [[p[0] for p in r] for r in expected]
+    np.testing.assert_array_equal(  # float32 texts: "%g", or 9 digits when that is needed
+        np.array([[p[1] for p in r] for r in body["results"]], np.float32), scores)
+    np.testing.assert_array_equal(np.array([[p[1] for p in r] for r in over_grpc], np.float32),
+                                  scores)
+    assert [[p[0] for p in r] for r in over_grpc] == [[p[0] for p in r] for r in expected]
+
+
+@pytest.mark.parametrize("signature_name", ["regress", "regress_column"])
+def test_regress_merges_the_context_into_each_example(
+        examples_server, examples_stub, direct_signatures, signature_name):
+    """Context features are merged into every example; an example's own feature wins."""
+    context = {"x": [9.0, 9.0], "bias": 2.0}
+    rows = [{"x": [1.0, 2.0]}, {"x": [3.0, 3.0], "bias": -1.0}]
+    direct = direct_signatures[signature_name](
+        inputs=tf.constant(serialized_rows(rows, context)))["outputs"].numpy().ravel()
+    np.testing.assert_allclose(direct, [1.5 + 2.0, 3.0 - 1.0])
+    status, body = rest(examples_server, "POST", EXAMPLES_PATH + ":regress",
+                        {"signature_name": signature_name, "context": context, "examples": rows})
+    assert (status, body) == (200, {"results": [3.5, 2.0]})
+    request = regression_pb2.RegressionRequest()
+    request.model_spec.name, request.model_spec.signature_name = EXAMPLES, signature_name
+    fill_input(request.input, rows, context)
+    response = examples_stub.Regress(request, timeout=60)
+    assert [r.value for r in response.result.regressions] == direct.tolist()
+
+
+def test_multi_inference_runs_each_task_on_the_same_examples(examples_stub):
+    request = inference_pb2.MultiInferenceRequest()
+    for name, method in (("classify_both", "tensorflow/serving/classify"),
+                         ("regress", "tensorflow/serving/regress")):
+        task = request.tasks.add(method_name=method)
+        task.model_spec.name, task.model_spec.signature_name = EXAMPLES, name
+    fill_input(request.input, ROWS)
+    response = examples_stub.MultiInference(request, timeout=60)
+    classify_request = classification_pb2.ClassificationRequest()
+    classify_request.model_spec.name = EXAMPLES
+    fill_input(classify_request.input, ROWS)
+    assert response.results[0].classification_result == examples_stub.Classify(
+        classify_request, timeout=60).result
+    assert [r.value for r in response.results[1].regression_result.regressions] == [1.5, 0.75]
+    assert [r.model_spec.signature_name for r in response.results] == ["classify_both", "regress"]
+    request.tasks[1].model_spec.signature_name = "classify_both"
+    assert grpc_error(examples_stub.MultiInference, request) == (
+        "INVALID_ARGUMENT", "Duplicate evaluation of signature: classify_both")
+
+
+@pytest.mark.parametrize("verb, body, words", [
+    ("classify", {"signature_name": "regress", "examples": ROWS},
+     "Expected classification signature method_name to be tensorflow/serving/classify. "
+     "Was: tensorflow/serving/regress"),
+    ("regress", {"signature_name": "nope", "examples": ROWS},
+     "No signature was found with the name: nope"),
+    ("regress", {"context": {"x": [1.0, 2.0]}}, "When method is classify, key 'examples' is "
+     "expected and was not found"),
+    ("classify", {"examples": {"x": 1}}, "Expecting 'examples' value to be an list/array"),
+    ("classify", {"examples": [5]}, "Example must be JSON object but got JSON Number"),
+    ("classify", {"examples": [{"x": [1, 2.5]}]},
+     "Unexpected element type in feature: x expecting type: int64"),  # mixed types
+    ("classify", {"examples": [{"x": None}]},
+     "Feature: x has element with unexpected JSON type: Null"),
+    ("classify", {"examples": [{"x": [[1.0, 2.0]]}]},
+     "Feature: x has element with unexpected JSON type: Array"),
+    ("classify", {"examples": [{"x": 18446744073709551615}]},
+     "Feature: x has uint64 element. Only int64 is supported."),
+    ("classify", {"examples": [{"x": 1e39}]},
+     "Cannot convert JSON value: 1e+39 to float without loss of precision."),
+    ("classify", {"examples": [{"x": {"b64": "!!"}}]}, "Unable to base64 decode"),
+])
+def test_classify_and_regress_request_errors(examples_server, verb, body, words):
+    status, answer = rest(examples_server, "POST", f"{EXAMPLES_PATH}:{verb}", body)
+    assert status == 400 and answer["error"].endswith(words), answer
+
+
+def test_classify_over_grpc_with_no_examples_is_input_is_empty(examples_stub):
+    request = classification_pb2.ClassificationRequest()
+    request.model_spec.name = EXAMPLES
+    assert grpc_error(examples_stub.Classify, request) == ("INVALID_ARGUMENT", "Input is empty.")
+
+
+# --- json_tensor.cc: numbers out and values in --------------------------------------------------
+
+def test_floats_are_written_as_tf_serving_writes_them(examples_server):
+    """WriteDecimal: "%g" when it reads back to the same float, else max_digits10 digits;
+    ".0" on whole numbers; NaN and Infinity as bare words."""
+    status, text = raw_rest(examples_server, EXAMPLES_PATH + ":predict", b'{"signature_name": '
+                            b'"scale", "inputs": [[0.75, 3.0], [2.0, 2.7e7], [0.3, -Infinity]]}')
+    assert status == 200
+    assert json.loads(text) == {"outputs": {  # TF Serving's json_tensor_test values
+        "third": [[0.25, 1.0], [0.666666687, 9e6], [0.100000009, -float("inf")]],
+        "third64": [[0.25, 1.0], [2 / 3, 9e6], [0.10000000397364298, -float("inf")]]}}
+    assert ('"third": [[0.25, 1.0], [0.666666687, 9e+06], [0.100000009, -Infinity]]' in text), text
+    assert '"third64": [[0.25, 1.0], [0.66666666666666663, 9e+06], [0.10000000397364298, ' in text
+
+
+@pytest.mark.parametrize("body, words", [
+    ({"instances": [["a", 1.0]]}, "Failed to process element: 0 of 'instances' list. Error: "
+     'INVALID_ARGUMENT: JSON Value: "a" Type: String is not of expected type: float'),
+    ({"instances": [[1.0, 2.0], [1.0]]}, "Failed to process element: 1 of 'instances' list. "
+     "Error: INVALID_ARGUMENT: Expecting tensor size: 2 but got: 1"),  # ragged rows
+    ({"inputs": [[1.0, 2.0], [1.0]]},
+     "Encountered list at unexpected size: 1 at level: 1 expected size: 2"),
+    ({"inputs": [[1.0, [2.0]]]}, "Encountered list at unexpected level: 2 expected < 2"),
+    ({"inputs": [[1.0, 2.0], 3.0]},
+     "JSON Value: 3.0 found at incorrect level: 2 in the JSON DOM. Expected at level: 2"),
+    ({"inputs": [[16777217, 1.0]]},
+     "Cannot convert JSON value: 16777217 to float without loss of precision."),
+    ({"inputs": [[{"b64": "AA=="}, 1.0]]},
+     'JSON Value: {\n    "b64": "AA=="\n} Type: Object is not of expected type: float'),
+    ({"inputs": [[True, 1.0]]}, "JSON Value: true Type: True is not of expected type: float"),
+    ({"instances": 5}, "Excepting 'instances' to be an list/array"),
+    ({"instances": [{"y": [1.0, 2.0]}]}, "Failed to process element: 0 key: y of 'instances' "
+     "list. Error: INVALID_ARGUMENT: JSON object: does not have named input: y"),
+    ({"inputs": {"y": [[1.0, 2.0]]}}, "Missing named input: x in 'inputs' object."),
+])
+def test_value_errors_use_json_tensor_words(examples_server, body, words):
+    status, answer = rest(examples_server, "POST", EXAMPLES_PATH + ":predict",
+                          {"signature_name": "scale", **body})
+    assert status == 400 and answer["error"].endswith(words), answer
+
+
+# --- :tensorflow:* metrics on the Prometheus page ---------------------------------------------
+
+def scrape(running):
+    connection = http.client.HTTPConnection("127.0.0.1", running.rest_port, timeout=60)
+    connection.request("GET", METRICS_PATH)
+    page = connection.getresponse().read().decode()
+    connection.close()
+    # prometheus_client names a counter's samples NAME_total; TF Serving's page says NAME
+    return {(family.name if family.type == "counter" else s.name,
+             tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(page) for s in family.samples}
+
+
+def test_tensorflow_load_and_run_metrics(examples_server, examples_base, examples_stub):
+    before = scrape(examples_server)
+    status, _ = rest(examples_server, "POST", EXAMPLES_PATH + ":classify", {"examples": ROWS})
+    assert status == 200
+    after = scrape(examples_server)
+    path = str(examples_base / "1")
+    assert after[(":tensorflow:cc:saved_model:load_attempt_count",
+                  (("model_path", path), ("status", "success")))] == 1
+    assert after[(":tensorflow:cc:saved_model:load_latency", (("model_path", path),))] > 0
+    delta = {key: after[key] - before.get(key, 0) for key in after}
+    runtime = (("API", "Classify"), ("model_name", EXAMPLES), ("runtime", "TF1"))
+    assert delta[(":tensorflow:serving:runtime_latency_count", runtime)] == 1
+    # the page's ...request_example_count_total (prometheus_client drops "_total" from the family)
+    assert delta[(":tensorflow:serving:request_example_count", (("model", EXAMPLES),))] == 2
+    assert delta[(":tensorflow:core:graph_runs", ())] >= 1  # other servers may run too
+    assert delta[(":tensorflow:core:graph_run_time_usecs", ())] > 0
+
+
+def test_a_failed_load_is_counted_as_fail(examples_server, tmp_path):
+    (tmp_path / "saved_model.pb").write_bytes(b"not a SavedModel")
+    with pytest.raises(Exception):
+        model_store.ServedVersion("broken", 1, str(tmp_path))
+    key = (":tensorflow:cc:saved_model:load_attempt_count",
+           (("model_path", str(tmp_path)), ("status", "fail")))
+    assert scrape(examples_server)[key] == 1
 
 
 # --- the HTTP transport ---------------------------------------------------------------------

@@ -5,6 +5,7 @@ A fake model call records what it is given, so every rule is checked exactly.
     .venv/bin/python -m pytest tests/serving/standin/test_batching.py
 """
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -127,6 +128,25 @@ def test_different_keys_never_share_a_batch():
         thread.join(30)
     scheduler.stop()
     assert results == [[2], [4]] and sorted(model.calls) == [[1], [2]]
+
+
+@pytest.mark.parametrize("idle_seconds, is_waiting", [(60.0, False), (0.0, True)])
+def test_a_batch_starts_once_every_known_caller_is_in(monkeypatch, idle_seconds, is_waiting):
+    """Three callers: the first batch waits out its timeout and learns that three are in
+    flight, so the next starts as soon as all three are in; a lull (IDLE_SECONDS) forgets."""
+    monkeypatch.setattr(batching, "IDLE_SECONDS", idle_seconds)
+    timeout = 0.5
+    scheduler = batching.BatchScheduler(options(max_batch_size=8,
+                                                batch_timeout_micros=int(timeout * 1e6)))
+    model = RecordingModel()
+    assert run_concurrently(scheduler, model, [[1], [2], [3]]) == [[2], [4], [6]]
+    start = time.monotonic()
+    results = run_concurrently(scheduler, model, [[4], [5], [6]])
+    elapsed = time.monotonic() - start
+    scheduler.stop()
+    assert results == [[8], [10], [12]]
+    assert [sorted(call) for call in model.calls] == [[1, 2, 3], [4, 5, 6]]
+    assert (elapsed >= timeout) == is_waiting, f"second batch after {elapsed:.3f} s"
 
 
 def test_round_to_allowed_size():

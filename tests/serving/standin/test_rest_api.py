@@ -3,9 +3,12 @@
     .venv/bin/python -m pytest tests/serving/standin/test_rest_api.py
 """
 import base64
+import json
 
 import numpy as np
 import pytest
+from tensorflow.core.framework import types_pb2
+from tensorflow.core.protobuf import meta_graph_pb2
 from tensorflow_serving.apis import get_model_status_pb2, status_pb2
 from tensorflow_serving.apis.get_model_status_pb2 import ModelVersionStatus
 
@@ -57,7 +60,7 @@ def test_route_rejects_what_tf_serving_rejects(method, path, words):
 @pytest.mark.parametrize("body, words", [
     (b"", "JSON Parse error: The document is empty"),
     (b"{not json", "JSON Parse error"),
-    (b"[1, 2]", "JSON Value: [1,2] Is not object"),
+    (b"[1, 2]", "JSON Value: [\n    1,\n    2\n] Is not object"),  # rapidjson's PrettyWriter
     (b'{"signature_name": "x"}', "Missing 'inputs' or 'instances' key"),
     (b'{"instances": [], "inputs": []}', "expecting only one of 'inputs' or 'instances' keys"),
     (b'{"signature_name": 3, "inputs": []}', "'signature_name' key must be a string value."),
@@ -79,6 +82,14 @@ def b64(data):
     return {"b64": base64.b64encode(data).decode()}
 
 
+STRING_INPUT = {"image_bytes": types_pb2.DataType.DT_STRING}
+KEYED_INPUTS = {"image_bytes": types_pb2.DataType.DT_STRING, "key": types_pb2.DataType.DT_STRING}
+
+
+def tensor_infos(dtypes):
+    return {name: meta_graph_pb2.TensorInfo(dtype=dtype) for name, dtype in dtypes.items()}
+
+
 @pytest.mark.parametrize("is_row, payload", [
     (True, [b64(b"a"), b64(b"b")]),
     (True, [{"image_bytes": b64(b"a")}, {"image_bytes": b64(b"b")}]),
@@ -86,25 +97,34 @@ def b64(data):
     (False, {"image_bytes": [b64(b"a"), b64(b"b")]}),
 ])
 def test_extract_inputs_accepts_row_and_columnar_forms(is_row, payload):
-    assert rest_routes.extract_inputs(is_row, payload, ["image_bytes"]) == {"image_bytes": [b"a", b"b"]}
+    arrays = rest_routes.extract_inputs(is_row, payload, tensor_infos(STRING_INPUT))
+    assert {name: a.tolist() for name, a in arrays.items()} == {"image_bytes": [b"a", b"b"]}
 
 
 def test_extract_inputs_keyed_rows_become_columns():
     rows = [{"image_bytes": b64(b"a"), "key": "k1"}, {"image_bytes": b64(b"b"), "key": "k2"}]
-    assert rest_routes.extract_inputs(True, rows, ["image_bytes", "key"]) == {
-        "image_bytes": [b"a", b"b"], "key": ["k1", "k2"]}
+    arrays = rest_routes.extract_inputs(True, rows, tensor_infos(KEYED_INPUTS))
+    assert {name: a.tolist() for name, a in arrays.items()} == {
+        "image_bytes": [b"a", b"b"], "key": [b"k1", b"k2"]}
 
 
 @pytest.mark.parametrize("is_row, payload, words", [
     (True, ["plain string"], "missing 'b64'"),
-    (True, [{"b64": "***"}], "not valid base64"),
-    (True, [{"b64": 5}], "must be a base64 string"),
-    (True, [], "non-empty list"),
-    (True, [b64(b"a"), {"image_bytes": b64(b"b"), "key": "k"}], "instances\\[1\\] has keys"),
+    (True, [{"b64": "***"}], "Unable to base64 decode"),
+    (True, [{"b64": 5}], "does not have named input: b64"),  # an object, not a b64 value
+    (True, [[{"b64": 5}]], "not formatted correctly for base64 data"),
+    (True, [], "No values in 'instances' array"),
+    (True, [b64(b"a"), {"image_bytes": b64(b"b"), "key": "k"}],
+     "Expecting value/list but got object at item 1 of input list"),
 ])
 def test_extract_inputs_names_the_bad_value(is_row, payload, words):
     with pytest.raises(errors.InvalidArgument, match=words):
-        rest_routes.extract_inputs(is_row, payload, ["image_bytes"])
+        rest_routes.extract_inputs(is_row, payload, tensor_infos(STRING_INPUT))
+
+
+def encoded(body):
+    """What the client reads: format_predictions' body through encode_json."""
+    return json.loads(rest_routes.encode_json(body))
 
 
 OUTPUTS = {"classes": np.array([b"cat", b"dog"], dtype=object),
@@ -113,24 +133,26 @@ OUTPUTS = {"classes": np.array([b"cat", b"dog"], dtype=object),
 
 
 def test_row_response_is_a_list_of_objects():
-    assert rest_routes.format_predictions(OUTPUTS, is_row=True) == {"predictions": [
+    assert encoded(rest_routes.format_predictions(OUTPUTS, is_row=True)) == {"predictions": [
         {"classes": "cat", "class_ids": 0, "probabilities": [0.75, 0.25]},
         {"classes": "dog", "class_ids": 1, "probabilities": [0.5, 0.5]}]}
 
 
 def test_columnar_response_is_an_object_of_lists():
-    assert rest_routes.format_predictions(OUTPUTS, is_row=False) == {"outputs": {
+    assert encoded(rest_routes.format_predictions(OUTPUTS, is_row=False)) == {"outputs": {
         "classes": ["cat", "dog"], "class_ids": [0, 1], "probabilities": [[0.75, 0.25], [0.5, 0.5]]}}
 
 
 @pytest.mark.parametrize("is_row, key", [(True, "predictions"), (False, "outputs")])
 def test_single_output_drops_its_name(is_row, key):
-    assert rest_routes.format_predictions({"class_ids": np.array([4, 5])}, is_row) == {key: [4, 5]}
+    assert encoded(rest_routes.format_predictions({"class_ids": np.array([4, 5])}, is_row)) == {
+        key: [4, 5]}
 
 
 def test_binary_outputs_are_base64_objects():
-    out = rest_routes.format_predictions({"thumb_bytes": np.array([b"\x00\xff"], dtype=object),
-                                       "name": np.array([b"\xff"], dtype=object)}, False)
+    out = encoded(rest_routes.format_predictions({
+        "thumb_bytes": np.array([b"\x00\xff"], dtype=object),
+        "name": np.array([b"\xff"], dtype=object)}, False))
     assert out == {"outputs": {"thumb_bytes": [{"b64": "AP8="}], "name": [{"b64": "/w=="}]}}
 
 
