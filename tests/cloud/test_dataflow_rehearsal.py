@@ -1,12 +1,12 @@
 """--runner DataflowRunner rehearsed offline, for both pipelines.
 
 The real commands (preprocess.jpeg_to_tfrecord.run, serving.batch_predict.run) run up to
-the point of submission: their options, their gs:// reads against a local GCS emulator,
-their pipeline. There Beam's DataflowRunner builds the job with --dry_run and the
-Dataflow client stages it (setup.py's package, the pipeline proto) to the emulated
-bucket, with anonymous access (--no_auth) and without submitting. The test then reads
-what the service would receive. Without credentials both commands fail at once with
-one line naming the fix.
+the point of submission: their options, their gs:// reads against the suite's local GCS
+emulator (tests/gcs_emulator.py), their pipeline. There Beam's DataflowRunner builds the
+job with --dry_run and the Dataflow client stages it (setup.py's package, the pipeline
+proto) to the test's own emulated bucket, with anonymous access (--no_auth) and without
+submitting. The test then reads what the service would receive. Without credentials both
+commands fail at once with one line naming the fix.
 
     .venv/bin/python -m pytest tests/cloud/test_dataflow_rehearsal.py
 """
@@ -27,14 +27,14 @@ from apache_beam.runners.dataflow.internal import apiclient
 from common import beam_pipeline, export_predictor, prediction_records
 from preprocess import jpeg_to_tfrecord, transforms
 from serving import batch_predict
-from tests.preprocess.test_gcs_emulator import BUCKET, bucket, emulator  # noqa: F401 (fixtures)
+from tests.preprocess.test_gcs_emulator import bucket  # noqa: F401 (fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def dataflow_flags(machine_type, max_workers):
+def dataflow_flags(bucket_name, machine_type, max_workers):
     return ["--runner", "DataflowRunner", "--project", "demo-project", "--region", "us-central1",
-            "--temp_location", f"gs://{BUCKET}/tmp", "--machine_type", machine_type,
+            "--temp_location", f"gs://{bucket_name}/tmp", "--machine_type", machine_type,
             "--max_num_workers", str(max_workers), "--no_auth"]
 
 
@@ -61,7 +61,7 @@ def rehearse(run, argv, monkeypatch):
 
 def staged_files(bucket, job):  # noqa: F811 (the fixture's name)
     prefix = job.options.view_as(beam.options.pipeline_options.GoogleCloudOptions).staging_location
-    prefix = prefix[len(f"gs://{BUCKET}/"):]
+    prefix = prefix[len(f"gs://{bucket.name}/"):]
     return {blob.name[len(prefix) + 1:]: blob for blob in bucket.list_blobs(prefix=prefix)}
 
 
@@ -95,11 +95,12 @@ def image_fn_of(job):
 
 
 def test_preprocessing_job_for_dataflow(bucket, monkeypatch):  # noqa: F811
-    bucket.blob("in/train.csv").upload_from_string(f"gs://{BUCKET}/in/a.jpg,cat\n")
+    bucket.blob("in/train.csv").upload_from_string(f"gs://{bucket.name}/in/a.jpg,cat\n")
     bucket.blob("in/eval.csv").upload_from_string("b.jpg,dog\n")
-    argv = ["--input_csv", f"train=gs://{BUCKET}/in/train.csv", "--input_csv",
-            f"eval=gs://{BUCKET}/in/eval.csv", "--output_dir", f"gs://{BUCKET}/out"]
-    job = rehearse(jpeg_to_tfrecord.run, argv + dataflow_flags("n1-highcpu-8", 7), monkeypatch)
+    argv = ["--input_csv", f"train=gs://{bucket.name}/in/train.csv", "--input_csv",
+            f"eval=gs://{bucket.name}/in/eval.csv", "--output_dir", f"gs://{bucket.name}/out"]
+    job = rehearse(jpeg_to_tfrecord.run, argv + dataflow_flags(bucket.name, "n1-highcpu-8", 7),
+                   monkeypatch)
     check_workers_and_package(bucket, job, "n1-highcpu-8", 7)
     assert {"ReadRows", "DeriveLabels", "ProcessImages", "WriteShards", "WriteDatasetFiles"} <= transform_names(job)
     fn = image_fn_of(job)
@@ -107,8 +108,9 @@ def test_preprocessing_job_for_dataflow(bucket, monkeypatch):  # noqa: F811
 
 
 def test_batch_prediction_job_for_dataflow(bucket, monkeypatch):  # noqa: F811
-    bucket.blob("in/images.csv").upload_from_string(f"gs://{BUCKET}/in/a.jpg\n")
-    model_dir, output = f"gs://{BUCKET}/run/export/image_classifier/2", f"gs://{BUCKET}/preds/p"
+    bucket.blob("in/images.csv").upload_from_string(f"gs://{bucket.name}/in/a.jpg\n")
+    model_dir = f"gs://{bucket.name}/run/export/image_classifier/2"
+    output = f"gs://{bucket.name}/preds/p"
     # Two steps of the command use TF's own GCS client, which cannot be pointed at the
     # emulator (README "Data on GCS"): finding the export's version, given here as
     # resolved, and deleting an earlier run's output, recorded.
@@ -116,8 +118,9 @@ def test_batch_prediction_job_for_dataflow(bucket, monkeypatch):  # noqa: F811
     removed = []
     monkeypatch.setattr(prediction_records, "remove_earlier_outputs",
                         lambda *args: removed.append(args))
-    argv = ["--input_csv", f"gs://{BUCKET}/in/images.csv", "--model_dir", model_dir, "--output", output]
-    job = rehearse(batch_predict.run, argv + dataflow_flags("n1-standard-4", 3), monkeypatch)
+    argv = ["--input_csv", f"gs://{bucket.name}/in/images.csv", "--model_dir", model_dir, "--output", output]
+    job = rehearse(batch_predict.run, argv + dataflow_flags(bucket.name, "n1-standard-4", 3),
+                   monkeypatch)
     assert removed == [(output, "jsonl")]
     check_workers_and_package(bucket, job, "n1-standard-4", 3)
     names = transform_names(job)

