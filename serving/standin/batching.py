@@ -44,13 +44,21 @@ from serving.standin import errors
 IDLE_SECONDS = 0.05
 
 
+def held_lock():
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
 @dataclasses.dataclass(eq=False)
 class Task:
     """One request: {input name: numpy array [size, ...]}; the outputs or error come back here."""
     inputs: dict
     size: int
     enqueued: float = dataclasses.field(default_factory=time.monotonic)
-    done: threading.Event = dataclasses.field(default_factory=threading.Event)
+    # Held until the task is done: the cheapest handoff between threads (a threading.Event
+    # is a Condition and a Lock in Python code, ~20 us more per request under load).
+    done: object = dataclasses.field(default_factory=held_lock)
     outputs: dict = None
     error: Exception = None
 
@@ -114,7 +122,7 @@ class BatchScheduler:
         """The outputs of this request's rows, computed inside a merged batch."""
         task = Task(inputs, int(next(iter(inputs.values())).shape[0]))
         self._schedule(key, run_batch, task)
-        task.done.wait()
+        task.done.acquire()  # released by the batch thread once outputs or error are set
         if task.error is not None:
             raise task.error
         return task.outputs
@@ -210,7 +218,7 @@ class BatchScheduler:
         with self._condition:  # before the answers: a caller's next request is not extra
             callers.remove(len(batch.tasks), time.monotonic())
         for task in batch.tasks:
-            task.done.set()
+            task.done.release()
 
     def merge_inputs(self, batch):
         """{input name: tasks' tensors concatenated, padded to an allowed batch size}."""

@@ -41,6 +41,7 @@ OK, UNKNOWN, NOT_FOUND, DATA_LOSS = 0, 2, 5, 15
 VersionStatus = collections.namedtuple("VersionStatus", "state error_code error_message")
 SERVING_OK = VersionStatus(AVAILABLE, OK, "")
 UNLOADED_OK = VersionStatus(END, OK, "")
+STRING_ENUM = tf.string.as_datatype_enum
 
 
 def list_versions(model_base_path):
@@ -215,8 +216,8 @@ def to_array(name, value, dtype):
     """A numpy array of the input's dtype: strings as an object array of bytes or str (numpy's
     fixed-width bytes would drop trailing NUL bytes), anything else refused here, so a
     merged batch never meets a value that cannot become a tensor."""
-    try:
-        if dtype != tf.string:
+    try:  # the enum, not dtype != tf.string: DType.__eq__ costs ~3 us per request
+        if dtype.as_datatype_enum != STRING_ENUM:
             return np.asarray(value, dtype=dtype.as_numpy_dtype)
         array = np.asarray(value, dtype=object)
     except (TypeError, ValueError, OverflowError) as e:

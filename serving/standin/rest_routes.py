@@ -29,6 +29,7 @@ _GET_PATH = re.compile(r"/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labe
                        r"(?:/(metadata))?", re.IGNORECASE)
 POST_ACTIONS = ("predict", "classify", "regress")
 INT64_MAX = 2 ** 63 - 1
+MAX_CACHED_ROUTES = 1024
 # TF's TensorShape holds at most 254 dimensions; with the request object and the list of
 # instances around them, deeper JSON cannot be a tensor and is refused with 400.
 MAX_JSON_DEPTH = 256
@@ -49,12 +50,23 @@ def url_path(path):
     return path.split("?", 1)[0]
 
 
-def route(method, path):
+def route(method, path, cache={}):  # noqa: B006 - (method, path) -> Route, bounded below
     """The Route of a request, or TF Serving's InvalidArgument for a URL it does not serve.
 
     As in TF Serving the verb and "metadata" match in any case in the pattern but must then
     be lower case: POST .../m:PREDICT is a malformed request, GET .../m/METADATA a status.
+    Routes are remembered (a client repeats its URLs); errors are not.
     """
+    key = (method, path)
+    if key not in cache:
+        if len(cache) >= MAX_CACHED_ROUTES:
+            cache.clear()
+        cache[key] = parse_route(method, path)
+    return cache[key]
+
+
+def parse_route(method, path):
+    """route() without the cache."""
     malformed = errors.InvalidArgument(f"Malformed request: {method} {url_path(path)}")
     pattern = {"POST": _POST_PATH, "GET": _GET_PATH}.get(method)
     match = pattern.fullmatch(url_path(path)) if pattern is not None else None

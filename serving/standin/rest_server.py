@@ -11,10 +11,13 @@ keep-alive" when it asked for that (as `ab -k` does) and closes otherwise.
 
     .venv/bin/python -m serving.standin.server --model_base_path OUT/export/image_classifier
 """
+import email.utils
 import http.server
 import logging
+import os
 import socket
 import threading
+import time
 
 from serving.standin import errors, metrics as metrics_lib, rest_routes
 
@@ -25,6 +28,7 @@ SOCKET_TIMEOUT_SECONDS = 60  # an idle or stalled client frees its thread after 
 MAX_DISCARD_BYTES = 128 * 1024 * 1024
 DISCARD_SECONDS = 5
 MAX_CHUNK_LINE_BYTES = 1024  # a chunk-size line: hex digits and optional extensions
+LOG = logging.getLogger()  # the root logger, as BaseHTTPRequestHandler's log lines went there
 
 
 def handle_request(server, method, path, body):
@@ -216,20 +220,36 @@ class RestHandler(http.server.BaseHTTPRequestHandler):
         self._headers_buffer.append(f"{version} {code} {message}\r\n".encode("latin-1", "strict"))
 
     def send_body(self, status, data, content_type):
-        """Status line, headers and body in one write (one system call, one TCP segment)."""
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
+        """Status line, headers and body in one write (one system call, one TCP segment):
+        the headers send_response and send_header would write, built as one string."""
+        if LOG.isEnabledFor(logging.DEBUG):
+            self.log_request(status)
+        version = "HTTP/1.0" if self.request_version == "HTTP/1.0" else self.protocol_version
         if self.close_connection:
-            self.send_header("Connection", "close")
+            connection = "Connection: close\r\n"
         elif self.request_version == "HTTP/1.0":  # it asked for keep-alive: say it is kept
-            self.send_header("Connection", "keep-alive")
-        self._headers_buffer.append(b"\r\n")
-        self._headers_buffer.append(data)
-        self.flush_headers()
+            connection = "Connection: keep-alive\r\n"
+        else:
+            connection = ""
+        head = (f"{version} {status} {self.responses.get(status, ('',))[0]}\r\n"
+                f"Server: {self.version_string()}\r\nDate: {http_date()}\r\n"
+                f"Content-Type: {content_type}\r\nContent-Length: {len(data)}\r\n"
+                f"{connection}\r\n")
+        self.write_all(head.encode("latin-1") + data)
+
+    def write_all(self, data):
+        """sendall without its poll() first (a socket with a timeout polls before each send):
+        one system call, one release of the GIL, for an answer the send buffer takes whole;
+        the rest, if any, goes out with sendall and the timeout."""
+        try:
+            sent = os.write(self.connection.fileno(), data)
+        except BlockingIOError:
+            sent = 0
+        if sent < len(data):
+            self.connection.sendall(memoryview(data)[sent:])
 
     def log_message(self, format, *args):  # noqa: A002 - the stdlib's signature
-        logging.debug("REST %s " + format, self.address_string(), *args)
+        LOG.debug("REST %s " + format, self.address_string(), *args)
 
 
 class Headers(dict):
@@ -257,6 +277,14 @@ def read_headers(rfile, max_headers=100):
         key, value = name.strip().lower(), value.strip()
         dict.__setitem__(headers, key, f"{headers[key]}, {value}" if key in headers else value)
     raise ValueError(f"more than {max_headers} header lines")
+
+
+def http_date(cache=[0, ""]):  # noqa: B006 - a one-entry cache: (second, its text)
+    """The Date header's text (RFC 9110), formatted once per second."""
+    now = int(time.time())
+    if cache[0] != now:
+        cache[:] = [now, email.utils.formatdate(now, usegmt=True)]
+    return cache[1]
 
 
 def too_large(length, limit):
