@@ -1,34 +1,25 @@
-"""TF Serving's JSON <-> tensor rules (util/json_tensor.cc), with its error words.
+"""TF Serving's JSON -> tensor rules (util/json_tensor.cc), with its error words.
 
-Request side: a JSON value becomes a numpy array of the signature input's dtype by
-TF Serving's FillTensorProto rules (every leaf at the tensor's rank, every list of
-its level's size, each leaf of the dtype's JSON type, {"b64": ...} for strings), and
-a classify/regress body becomes a tensorflow.serving.Input of tf.Examples
-(MakeExampleFromJsonObject). Its messages are TF Serving's, because clients match on
-them: `JSON Value: "x" Type: String is not of expected type: float`.
+A JSON value becomes a numpy array of the signature input's dtype by TF Serving's
+FillTensorProto rules (every leaf at the tensor's rank, every list of its level's
+size, each leaf of the dtype's JSON type, {"b64": ...} for strings). Its messages are
+TF Serving's, because clients match on them:
+`JSON Value: "x" Type: String is not of expected type: float`. Classify/regress
+bodies: serving/standin/json_examples.py; answers: serving/standin/json_writer.py.
 
-Response side: floats are written as TF Serving's WriteDecimal writes them: C's
-"%g" (six significant digits) when that reads back to the same float32/float64,
-else max_digits10 digits ("%.9g" for float32, "%.17g" for float64); ".0" is added
-to a whole number not in exponent form; NaN, Infinity and -Infinity are bare words.
-
-    .venv/bin/python -c "from serving.standin import json_tensors as j; import numpy as np; print(j.format_floats(np.float32([0.1, 1, 2/3, np.nan])))"
+    .venv/bin/python -c "from serving.standin import json_tensors as j; print(j.read_tensor([[1, 2]], 'DT_FLOAT', 'x'))"
 """
-import array
 import base64
 import binascii
 import json
-from json.encoder import encode_basestring_ascii as encode_string  # json.dumps' own, in C
 
 import numpy as np
-from tensorflow.core.example import feature_pb2
 from tensorflow.core.framework import types_pb2
 
 from serving.standin import errors
+from serving.standin.json_writer import BINARY_SUFFIX, format_float
 
-BINARY_SUFFIX = "_bytes"  # TF Serving: string tensors named *_bytes carry base64 binary
 FLOAT32_MAX = float(np.finfo(np.float32).max)
-SMALL_FLOATS = 256  # up to this many values format_floats formats without numpy
 # Integers a float type holds exactly: (1 << digits) - 1 (IsLosslessDecimal).
 MAX_EXACT_INT = {"float": (1 << 24) - 1, "double": (1 << 53) - 1}
 INT32, INT64, UINT32, UINT64 = (-2**31, 2**31 - 1), (-2**63, 2**63 - 1), (0, 2**32 - 1), (0, 2**64 - 1)
@@ -40,64 +31,15 @@ NUMPY_TYPES = {"DT_FLOAT": np.float32, "DT_DOUBLE": np.float64, "DT_INT32": np.i
                "DT_UINT32": np.uint32, "DT_UINT64": np.uint64}
 
 
-class RawJson(str):
-    """JSON text that encode_json writes as it is (floats already in TF Serving's form)."""
 
 
-# --- floats out (WriteDecimal) --------------------------------------------------------------
-
-def format_floats(values):
-    """TF Serving's text of each value of a float16/32/64 numpy array, flattened."""
-    values = np.asarray(values)
-    is_double = values.dtype == np.float64
-    flat = values.ravel()
-    if not is_double:
-        flat = flat.astype(np.float32)
-    numbers = flat.tolist()
-    if len(numbers) <= SMALL_FLOATS:
-        return format_numbers(numbers, is_double)
-    texts = ["%.6g" % v for v in numbers]
-    finite = np.isfinite(flat)
-    back = np.array(texts, dtype=np.float64)  # "nan"/"inf" parse too; no warnings
-    if not is_double:
-        back = back.astype(np.float32)  # 6 digits never round past float32's max
-    long_form = "%.17g" if is_double else "%.9g"
-    for i in np.flatnonzero(finite & (back != flat)).tolist():
-        texts[i] = long_form % numbers[i]
-    maybe_whole = ~finite | (flat == np.floor(flat))  # only these can lack "." and "e"
-    for i in np.flatnonzero(maybe_whole).tolist():
-        text = texts[i]
-        if "." not in text and "e" not in text:
-            texts[i] = text + ".0" if finite[i] else non_finite_text(numbers[i])
-    return texts
 
 
-def format_numbers(numbers, is_double):
-    """format_floats for a few Python floats (float32 values unless is_double), in plain
-    Python: the numpy calls cost ~20 us per answer, more than a batch-1 answer's ten values."""
-    texts = ["%.6g" % v for v in numbers]
-    backs = [float(t) for t in texts]
-    if not is_double:
-        backs = array.array("f", backs).tolist()  # rounded to float32, as numpy's astype
-    long_form = "%.17g" if is_double else "%.9g"
-    for i, (value, back) in enumerate(zip(numbers, backs)):
-        if value - value != 0:  # NaN or infinite
-            texts[i] = non_finite_text(value)
-            continue
-        text = texts[i] if back == value else long_form % value
-        texts[i] = text + ".0" if "." not in text and "e" not in text else text
-    return texts
 
 
-def non_finite_text(value):
-    if value != value:
-        return "NaN"
-    return "-Infinity" if value < 0 else "Infinity"
 
 
-def format_float(value, is_double=False):
-    """One value as WriteDecimal writes it (float32 unless is_double)."""
-    return format_floats(np.array([value], np.float64 if is_double else np.float32))[0]
+
 
 
 # --- JSON values in messages (JsonValueToString) --------------------------------------------
@@ -382,120 +324,19 @@ def read_inputs(request, tensor_infos):
     return arrays
 
 
-# --- classify / regress bodies in (FillClassifyRegressRequestFromJson) ----------------------
-
-FEATURE_KINDS = {"bytes_list": "bytes", "float_list": "float", "int64_list": "int64"}
 
 
-def add_to_feature(value, name, feature):
-    """AddValueToFeature: a JSON leaf into an Example feature of one kind."""
-    if value is None or isinstance(value, list) or (isinstance(value, dict)
-                                                     and not is_b64_object(value)):
-        raise errors.InvalidArgument(f"Feature: {name} has element with unexpected JSON type: "
-                                     f"{type_name(value)}")
-    if isinstance(value, bool):
-        kind, item = "int64_list", int(value)
-    elif isinstance(value, dict):
-        kind, item = "bytes_list", None
-    elif isinstance(value, str):
-        kind, item = "bytes_list", value.encode("utf-8", "surrogatepass")
-    elif isinstance(value, float) or not is_int_in(value, (-2**63, 2**64 - 1)):
-        kind, item = "float_list", float(value)  # rapidjson reads huge integers as doubles
-    elif value > INT64[1]:
-        kind, item = "int64_list", None
-    else:
-        kind, item = "int64_list", value
-    current = feature.WhichOneof("kind")
-    if current not in (None, kind):
-        raise errors.InvalidArgument(f"Unexpected element type in feature: {name} expecting "
-                                     f"type: {FEATURE_KINDS[current]}")
-    if kind == "float_list" and not is_lossless(value, "float"):
-        raise lossy_error(value, "float")
-    if kind == "int64_list" and item is None:
-        raise errors.InvalidArgument(f"Feature: {name} has uint64 element. Only int64 is "
-                                     "supported.")
-    getattr(feature, kind).value.append(decode_b64(value) if item is None else item)
 
 
-def make_example(value, example):
-    """MakeExampleFromJsonObject: {feature: value | [values] | {"b64": ...}} -> Example."""
-    if not isinstance(value, dict):
-        raise errors.InvalidArgument(f"Example must be JSON object but got JSON {type_name(value)}")
-    for name, content in value.items():
-        feature = feature_pb2.Feature()
-        for item in content if isinstance(content, list) else [content]:
-            add_to_feature(item, name, feature)
-        example.features.feature[name].CopyFrom(feature)
 
 
-def fill_examples(request_json, input_proto):
-    """A classify/regress body's "context" and "examples" into a tensorflow.serving.Input."""
-    has_context = "context" in request_json
-    if has_context:
-        make_example(request_json["context"], input_proto.example_list_with_context.context)
-    examples = request_json.get("examples")
-    if "examples" not in request_json:
-        raise format_error(request_json, "When method is classify, key 'examples' is expected "
-                           "and was not found")
-    if not isinstance(examples, list):
-        raise format_error(request_json, "Expecting 'examples' value to be an list/array")
-    if not examples:
-        raise format_error(request_json, "'examples' value is an empty array")
-    target = (input_proto.example_list_with_context if has_context
-              else input_proto.example_list).examples
-    for value in examples:
-        make_example(value, target.add())
 
 
-# --- tensors out (MakeJsonFromTensors) ------------------------------------------------------
-
-def to_json_value(name, array):
-    """A non-float numpy output as JSON values: strings as text, or {"b64"} for *_bytes
-    outputs and for values that are not UTF-8 (TF Serving writes those bytes raw)."""
-    def convert(item):
-        if isinstance(item, list):
-            return [convert(x) for x in item]
-        if isinstance(item, bytes):
-            if not name.endswith(BINARY_SUFFIX):
-                try:
-                    return item.decode("utf-8")
-                except UnicodeDecodeError:
-                    pass  # not text: base64 keeps the answer valid JSON
-            return {"b64": base64.b64encode(item).decode("ascii")}
-        return item
-    return convert(np.asarray(array).tolist())
 
 
-def value_texts(name, array):
-    """JSON texts of array[i] for each i (one text for a scalar)."""
-    array = np.asarray(array)
-    if array.ndim == 1 and array.dtype.kind in "iu":
-        return [str(v) for v in array.tolist()]
-    if array.ndim == 1 and array.dtype == object:
-        return [encode_string(v) if isinstance(v, str) else json.dumps(v)
-                for v in to_json_value(name, array)]
-    if array.dtype.kind != "f" or array.ndim == 0 or 0 in array.shape[1:]:
-        values = to_json_value(name, array)
-        return [json.dumps(v) for v in values] if array.ndim else [json.dumps(values)]
-    texts = format_floats(array)
-    for size in reversed(array.shape[1:]):
-        texts = ["[" + ", ".join(texts[i:i + size]) + "]" for i in range(0, len(texts), size)]
-    return texts
 
 
-def encode_json(body):
-    """JSON bytes of dicts, lists, RawJson and plain values (RawJson written as it is)."""
-    return write_json(body).encode("utf-8")
 
 
-def write_json(value):
-    if isinstance(value, RawJson):
-        return value
-    if isinstance(value, dict):
-        return "{" + ", ".join(json.dumps(str(k)) + ": " + write_json(v)
-                               for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ", ".join(write_json(v) for v in value) + "]"
-    if isinstance(value, float):
-        return format_float(value, is_double=True)
-    return json.dumps(value)
+
+

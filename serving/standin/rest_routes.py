@@ -7,7 +7,8 @@ Serving's own patterns (model_servers/http_rest_api_util.cc): case-insensitive,
 Serving's api_rest documentation: row ("instances" -> "predictions") and columnar
 ("inputs" -> "outputs") requests, {"b64": ...} for binary strings, :classify and
 :regress ({"context", "examples"} -> {"results"}), and the GetModelStatus /
-GetModelMetadata responses as proto JSON. Values in and out follow json_tensors.py.
+GetModelMetadata responses as proto JSON. Values in follow json_tensors.py
+(json_examples.py for classify/regress bodies); answers are written by json_writer.py.
 
     .venv/bin/python -c "from serving.standin import rest_routes as r; print(r.route('GET', '/v1/models/m/metadata'))"
 """
@@ -20,7 +21,7 @@ import numpy as np
 from google.protobuf import json_format
 from tensorflow_serving.apis import classification_pb2, get_model_metadata_pb2, regression_pb2
 
-from serving.standin import errors, inference, json_tensors
+from serving.standin import errors, inference, json_examples, json_tensors, json_writer
 
 API_PREFIX = re.compile(r"/v1/.*", re.IGNORECASE)  # HttpRestApiHandler::kPathRegex
 _POST_PATH = re.compile(r"/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?"
@@ -151,18 +152,18 @@ def extract_inputs(is_row, payload, tensor_infos):
 
 def format_predictions(outputs, is_row):
     """The :predict response body: {"predictions": rows} or {"outputs": columns}, each value
-    pre-encoded (json_tensors.RawJson) with TF Serving's float texts; encode_json writes it."""
-    columns = {name: json_tensors.value_texts(name, value) for name, value in outputs.items()}
+    pre-encoded (json_writer.RawJson) with TF Serving's float texts; encode_json writes it."""
+    columns = {name: json_writer.value_texts(name, value) for name, value in outputs.items()}
     if not is_row:
-        whole = {name: json_tensors.RawJson("[" + ", ".join(texts) + "]")
-                 if np.ndim(outputs[name]) else json_tensors.RawJson(texts[0])
+        whole = {name: json_writer.RawJson("[" + ", ".join(texts) + "]")
+                 if np.ndim(outputs[name]) else json_writer.RawJson(texts[0])
                  for name, texts in columns.items()}
         return {"outputs": next(iter(whole.values())) if len(whole) == 1 else whole}
     if len(columns) == 1:
-        return {"predictions": [json_tensors.RawJson(t) for t in next(iter(columns.values()))]}
-    keys = [json_tensors.encode_string(name) + ": " for name in columns]
+        return {"predictions": [json_writer.RawJson(t) for t in next(iter(columns.values()))]}
+    keys = [json_writer.encode_string(name) + ": " for name in columns]
     rows = zip(*columns.values())  # one tuple of output texts per instance
-    return {"predictions": [json_tensors.RawJson("{" + ", ".join(map(str.__add__, keys, row)) + "}")
+    return {"predictions": [json_writer.RawJson("{" + ", ".join(map(str.__add__, keys, row)) + "}")
                             for row in rows]}
 
 
@@ -176,7 +177,7 @@ def parse_examples_body(body, route, request):
     if route.label is not None:
         request.model_spec.version_label = route.label
     request.model_spec.signature_name = document.get("signature_name", "")
-    json_tensors.fill_examples(document, request.input)
+    json_examples.fill_examples(document, request.input)
     return request
 
 
@@ -196,7 +197,7 @@ def format_classification(result):
     """{"results": [[[label, score], ...] per example]} (MakeJsonFromClassificationResult)."""
     if not result.classifications:
         raise errors.InvalidArgument("Cannot convert empty ClassificationResults to JSON")
-    scores = json_tensors.format_floats(np.array(
+    scores = json_writer.format_floats(np.array(
         [c.score for item in result.classifications for c in item.classes], np.float32))
     rows, index = [], 0
     for item in result.classifications:
@@ -204,7 +205,7 @@ def format_classification(result):
         for c in item.classes:
             pairs.append(f"[{json.dumps(c.label)}, {scores[index]}]")
             index += 1
-        rows.append(json_tensors.RawJson("[" + ", ".join(pairs) + "]"))
+        rows.append(json_writer.RawJson("[" + ", ".join(pairs) + "]"))
     return {"results": rows}
 
 
@@ -212,8 +213,8 @@ def format_regression(result):
     """{"results": [value per example]} (MakeJsonFromRegressionResult)."""
     if not result.regressions:
         raise errors.InvalidArgument("Cannot convert empty RegressionResults to JSON")
-    values = json_tensors.format_floats(np.array([r.value for r in result.regressions], np.float32))
-    return {"results": [json_tensors.RawJson(v) for v in values]}
+    values = json_writer.format_floats(np.array([r.value for r in result.regressions], np.float32))
+    return {"results": [json_writer.RawJson(v) for v in values]}
 
 
 def format_status(response):
@@ -235,6 +236,6 @@ def format_metadata(model_name, version, signature_defs):
     }
 
 
-encode_json = json_tensors.encode_json
+encode_json = json_writer.encode_json
 
 

@@ -1,0 +1,131 @@
+"""TF Serving's JSON answers (MakeJsonFromTensors in util/json_tensor.cc), float texts included.
+
+Floats are written as TF Serving's WriteDecimal writes them: C's "%g" (six
+significant digits) when that reads back to the same float32/float64, else
+max_digits10 digits ("%.9g" for float32, "%.17g" for float64); ".0" is added to a
+whole number not in exponent form; NaN, Infinity and -Infinity are bare words.
+Strings are text, or {"b64": ...} for *_bytes outputs and bytes that are not UTF-8.
+
+    .venv/bin/python -c "from serving.standin import json_writer as j; import numpy as np; print(j.format_floats(np.float32([0.1, 1, 2/3, np.nan])))"
+"""
+import array
+import base64
+import json
+from json.encoder import encode_basestring_ascii as encode_string  # json.dumps' own, in C
+
+import numpy as np
+
+BINARY_SUFFIX = "_bytes"  # TF Serving: string tensors named *_bytes carry base64 binary
+
+
+SMALL_FLOATS = 256  # up to this many values format_floats formats without numpy
+
+
+class RawJson(str):
+    """JSON text that encode_json writes as it is (floats already in TF Serving's form)."""
+
+
+def format_floats(values):
+    """TF Serving's text of each value of a float16/32/64 numpy array, flattened."""
+    values = np.asarray(values)
+    is_double = values.dtype == np.float64
+    flat = values.ravel()
+    if not is_double:
+        flat = flat.astype(np.float32)
+    numbers = flat.tolist()
+    if len(numbers) <= SMALL_FLOATS:
+        return format_numbers(numbers, is_double)
+    texts = ["%.6g" % v for v in numbers]
+    finite = np.isfinite(flat)
+    back = np.array(texts, dtype=np.float64)  # "nan"/"inf" parse too; no warnings
+    if not is_double:
+        back = back.astype(np.float32)  # 6 digits never round past float32's max
+    long_form = "%.17g" if is_double else "%.9g"
+    for i in np.flatnonzero(finite & (back != flat)).tolist():
+        texts[i] = long_form % numbers[i]
+    maybe_whole = ~finite | (flat == np.floor(flat))  # only these can lack "." and "e"
+    for i in np.flatnonzero(maybe_whole).tolist():
+        text = texts[i]
+        if "." not in text and "e" not in text:
+            texts[i] = text + ".0" if finite[i] else non_finite_text(numbers[i])
+    return texts
+
+
+def format_numbers(numbers, is_double):
+    """format_floats for a few Python floats (float32 values unless is_double), in plain
+    Python: the numpy calls cost ~20 us per answer, more than a batch-1 answer's ten values."""
+    texts = ["%.6g" % v for v in numbers]
+    backs = [float(t) for t in texts]
+    if not is_double:
+        backs = array.array("f", backs).tolist()  # rounded to float32, as numpy's astype
+    long_form = "%.17g" if is_double else "%.9g"
+    for i, (value, back) in enumerate(zip(numbers, backs)):
+        if value - value != 0:  # NaN or infinite
+            texts[i] = non_finite_text(value)
+            continue
+        text = texts[i] if back == value else long_form % value
+        texts[i] = text + ".0" if "." not in text and "e" not in text else text
+    return texts
+
+
+def non_finite_text(value):
+    if value != value:
+        return "NaN"
+    return "-Infinity" if value < 0 else "Infinity"
+
+
+def format_float(value, is_double=False):
+    """One value as WriteDecimal writes it (float32 unless is_double)."""
+    return format_floats(np.array([value], np.float64 if is_double else np.float32))[0]
+
+
+def to_json_value(name, array):
+    """A non-float numpy output as JSON values: strings as text, or {"b64"} for *_bytes
+    outputs and for values that are not UTF-8 (TF Serving writes those bytes raw)."""
+    def convert(item):
+        if isinstance(item, list):
+            return [convert(x) for x in item]
+        if isinstance(item, bytes):
+            if not name.endswith(BINARY_SUFFIX):
+                try:
+                    return item.decode("utf-8")
+                except UnicodeDecodeError:
+                    pass  # not text: base64 keeps the answer valid JSON
+            return {"b64": base64.b64encode(item).decode("ascii")}
+        return item
+    return convert(np.asarray(array).tolist())
+
+
+def value_texts(name, array):
+    """JSON texts of array[i] for each i (one text for a scalar)."""
+    array = np.asarray(array)
+    if array.ndim == 1 and array.dtype.kind in "iu":
+        return [str(v) for v in array.tolist()]
+    if array.ndim == 1 and array.dtype == object:
+        return [encode_string(v) if isinstance(v, str) else json.dumps(v)
+                for v in to_json_value(name, array)]
+    if array.dtype.kind != "f" or array.ndim == 0 or 0 in array.shape[1:]:
+        values = to_json_value(name, array)
+        return [json.dumps(v) for v in values] if array.ndim else [json.dumps(values)]
+    texts = format_floats(array)
+    for size in reversed(array.shape[1:]):
+        texts = ["[" + ", ".join(texts[i:i + size]) + "]" for i in range(0, len(texts), size)]
+    return texts
+
+
+def encode_json(body):
+    """JSON bytes of dicts, lists, RawJson and plain values (RawJson written as it is)."""
+    return write_json(body).encode("utf-8")
+
+
+def write_json(value):
+    if isinstance(value, RawJson):
+        return value
+    if isinstance(value, dict):
+        return "{" + ", ".join(json.dumps(str(k)) + ": " + write_json(v)
+                               for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(write_json(v) for v in value) + "]"
+    if isinstance(value, float):
+        return format_float(value, is_double=True)
+    return json.dumps(value)
