@@ -185,3 +185,24 @@ def test_bounded_load_completes_without_errors(standin, sample_jpegs, transport)
     print(f"{transport} load on the stand-in: {result.summary()}")
     assert result.errors == []
     assert len(result.latencies) == requests
+
+
+def test_the_flat_signature_call_answers_as_the_keyword_call(tiny_export_base, sample_jpegs):
+    """model_store.call_signature (TF's flat call, for speed) gives the keyword call's outputs,
+    and falls back to the keyword call on a function without the private method."""
+    import numpy as np
+    import tensorflow as tf
+
+    from common import signature
+    function = tf.saved_model.load(f"{tiny_export_base}/1").signatures[signature.SIGNATURE_DEFAULT]
+    tensors = {signature.INPUT_IMAGE_BYTES: tf.constant(sample_jpegs[:3], dtype=tf.string)}
+    expected = {k: v.numpy() for k, v in function(**tensors).items()}
+
+    class KeywordOnly:
+        def __call__(self, **kwargs):
+            return function(**kwargs)
+    for callee in (function, KeywordOnly()):
+        outputs = model_store.call_signature(callee, tensors)
+        assert set(outputs) == set(expected)
+        for key, value in outputs.items():
+            np.testing.assert_array_equal(value.numpy(), expected[key])
