@@ -29,8 +29,10 @@ TPUEstimatorSpec = tf.compat.v1.estimator.tpu.TPUEstimatorSpec
 STEP_DECAY_FRACTIONS = (30 / 90, 60 / 90, 80 / 90)
 STEP_DECAY_FACTOR = 0.1
 # The eval metric whose value is the [C, C] confusion matrix (trainer/evaluation.py takes it
-# out of the results and draws it for TensorBoard: trainer/eval_pictures.py).
-CONFUSION_MATRIX_METRIC = "confusion_matrix"
+# out of the results and draws it for TensorBoard: trainer/eval_pictures.py). Not the image's
+# tag: Estimator also writes this value, as a tensor summary, and TensorBoard keeps the first
+# kind it sees for a tag, which would hide the image.
+CONFUSION_MATRIX_METRIC = "confusion_matrix_counts"
 
 
 def model_fn(features, labels, mode, params):

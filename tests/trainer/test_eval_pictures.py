@@ -4,6 +4,12 @@
 """
 import glob
 import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 
 import numpy as np
 import pytest
@@ -24,6 +30,38 @@ def read_eval_events(eval_dir):
                 elif value.HasField("tensor") and value.tag.startswith("per_class"):
                     tags.setdefault(value.tag, {})[event.step] = tf.make_ndarray(value.tensor)
     return tags
+
+
+def tensorboard_tags(logdir, plugin, run="eval", seconds=90):
+    """The tags a real TensorBoard server lists for a run under a plugin (its data server
+    decides a tag's kind by the first value it reads: a same-named tensor summary written
+    first hides an image)."""
+    port = free_port()
+    command = [os.path.join(os.path.dirname(sys.executable), "tensorboard"), "--logdir", logdir,
+               "--host", "127.0.0.1", "--port", str(port), "--reload_interval", "1"]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                url = f"http://127.0.0.1:{port}/data/plugin/{plugin}/tags"
+                with urllib.request.urlopen(url, timeout=5) as answer:
+                    tags = json.load(answer)
+                if run in tags and tags[run]:
+                    return set(tags[run])
+            except OSError:
+                pass
+            time.sleep(0.5)
+        raise TimeoutError(f"TensorBoard listed no {plugin} tags of run {run!r} in {seconds} s")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def test_streaming_matrix_counts_weighted_rows_across_batches():
@@ -92,5 +130,6 @@ def test_each_evaluation_writes_the_matrix_and_per_class_accuracy(tiny_params):
                   for label in params["labels"]]
         assert np.mean(values) == pytest.approx(record["mean_per_class_accuracy"], abs=1e-5)
         assert model.CONFUSION_MATRIX_METRIC not in record
+    assert tensorboard_tags(params["output_dir"], "images") == {"confusion_matrix"}
     text = open(f"{params['output_dir']}/{evaluation.RESULTS_FILE}").read()
     assert "confusion" not in text and json.loads(text.splitlines()[0])["global_step"] == 2

@@ -60,8 +60,8 @@ def test_eval_spec_reports_weighted_metrics(tiny_params):
     with spec.loss.graph.as_default():
         metrics = metric_fn(*tensors)
         session.run(tf.compat.v1.local_variables_initializer())
-    assert sorted(metrics) == ["accuracy", "confusion_matrix", "cross_entropy", "mean_per_class_accuracy",
-                               "top_2_accuracy"]
+    assert sorted(metrics) == ["accuracy", "confusion_matrix_counts", "cross_entropy",
+                               "mean_per_class_accuracy", "top_2_accuracy"]
     session.run([update for _, update in metrics.values()])
     values = session.run({name: value for name, (value, _) in metrics.items()})
     assert 0.0 <= values["accuracy"] <= values["top_2_accuracy"] <= 1.0
@@ -89,7 +89,7 @@ def test_padding_rows_count_for_nothing():
     per_example = [math.log(math.exp(5) + 2) - 5] * 2 + [math.log(math.exp(-1) + 1 + math.exp(5)) + 1]
     assert values["cross_entropy"] == pytest.approx(np.mean(per_example), rel=1e-5)
     assert values["top_2_accuracy"] == pytest.approx(2 / 3)  # row 2: label 0 ranks third
-    np.testing.assert_array_equal(values["confusion_matrix"], [[1, 0, 1], [0, 1, 0], [0, 0, 0]])
+    np.testing.assert_array_equal(values["confusion_matrix_counts"], [[1, 0, 1], [0, 1, 0], [0, 0, 0]])
 
 
 @pytest.mark.parametrize("num_classes, top_k, expected", [(10, 5, 5), (3, 5, 2), (2, 5, None), (10, 1, None)])
