@@ -20,7 +20,8 @@ echo "== 3/4 train, evaluate and export with TPUEstimator (CPU) under $WORK/run"
 $PY -m trainer.task \
   --train_data_path "$WORK/tfrecords/train-*" \
   --eval_data_path "$WORK/tfrecords/eval-*" \
-  --output_dir "$WORK/run"
+  --output_dir "$WORK/run" \
+  --progress_seconds 45  # the whole demo fits one screen (40 lines) even on a busy machine
 
 echo "== 4/4 serve the export on CPU, classify held-out JPEGs with the client, stop the server"
 mapfile -t HELD_OUT < <(head -n 6 "$WORK/images/eval.csv" | cut -d, -f1)
