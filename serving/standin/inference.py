@@ -148,23 +148,25 @@ def set_model_spec(spec, served, signature_name):
 
 def classify(served, request):
     """ClassificationResponse for a ClassificationRequest (TF Serving's Classify)."""
-    name, signature_def = get_signature(served, CLASSIFY, request.model_spec.signature_name)
-    check_signature(signature_def, CLASSIFY)
-    outputs, count = run_examples(served, name, request.input, "Classify")
-    response = classification_pb2.ClassificationResponse()
-    classification_result(outputs, count, response.result)
-    set_model_spec(response.model_spec, served, request.model_spec.signature_name)
-    return response
+    return run_request(served, request, CLASSIFY, "Classify",
+                       classification_pb2.ClassificationResponse(), classification_result)
 
 
 def regress(served, request):
     """RegressionResponse for a RegressionRequest (TF Serving's Regress)."""
-    name, signature_def = get_signature(served, REGRESS, request.model_spec.signature_name)
-    check_signature(signature_def, REGRESS)
-    outputs, count = run_examples(served, name, request.input, "Regress")
-    response = regression_pb2.RegressionResponse()
-    regression_result(outputs, count, response.result)
-    set_model_spec(response.model_spec, served, request.model_spec.signature_name)
+    return run_request(served, request, REGRESS, "Regress",
+                       regression_pb2.RegressionResponse(), regression_result)
+
+
+def run_request(served, request, method, api, response, fill_result):
+    """Classify or Regress: the signature found and checked for method, the request's examples
+    run through it, response.result filled by fill_result(outputs, count, result)."""
+    signature_name = request.model_spec.signature_name
+    name, signature_def = get_signature(served, method, signature_name)
+    check_signature(signature_def, method)
+    outputs, count = run_examples(served, name, request.input, api)
+    fill_result(outputs, count, response.result)
+    set_model_spec(response.model_spec, served, signature_name)
     return response
 
 
