@@ -13,6 +13,7 @@ the exported model's matrix as a table.
     .venv/bin/python -m trainer.eval_pictures /tmp/pictures   # writes a sample; then
     .venv/bin/tensorboard --logdir /tmp/pictures
 """
+import functools
 import sys
 
 import numpy as np
@@ -81,7 +82,7 @@ def write_eval_pictures(eval_dir, step, matrix, labels):
     """Writes the matrix image and the per-class accuracies at step into eval_dir."""
     labels = list(labels) if labels else [str(k) for k in range(len(matrix))]
     accuracies = per_class_accuracy(matrix)
-    with tf.summary.create_file_writer(eval_dir).as_default():
+    with eval_writer(eval_dir).as_default():
         tf.summary.image("confusion_matrix", draw_confusion_matrix(matrix, labels)[np.newaxis], step=step,
                          description="Eval confusion matrix: rows true class, columns predicted class.")
         if len(labels) > MAX_SCALAR_CLASSES:
@@ -92,6 +93,13 @@ def write_eval_pictures(eval_dir, step, matrix, labels):
                 if not np.isnan(accuracy):
                     tf.summary.scalar(f"per_class_accuracy/{label}", accuracy, step=step)
         tf.summary.flush()
+
+
+@functools.lru_cache(maxsize=None)
+def eval_writer(eval_dir):
+    """One summary writer (one event file) per eval directory for the process, not a new
+    file at every evaluation."""
+    return tf.summary.create_file_writer(eval_dir)
 
 
 def main(argv):

@@ -11,6 +11,7 @@ bodies: serving/standin/json_examples.py; answers: serving/standin/json_writer.p
 """
 import base64
 import binascii
+import functools
 import json
 
 import numpy as np
@@ -221,11 +222,13 @@ def to_array(values, shape, dtype_name):
     return np.asarray(values, numpy_type).reshape(shape)
 
 
-def dtype_name_of(tensor_info, names={}):  # noqa: B006 - a cache: DataType value -> name
-    dtype = tensor_info.dtype
-    if dtype not in names:
-        names[dtype] = types_pb2.DataType.Name(dtype)
-    return names[dtype]
+def dtype_name_of(tensor_info):
+    return dtype_name(tensor_info.dtype)
+
+
+@functools.lru_cache(maxsize=None)  # a few DataType values; Name() is a slow protobuf lookup
+def dtype_name(dtype):
+    return types_pb2.DataType.Name(dtype)
 
 
 def shape_text(shape):

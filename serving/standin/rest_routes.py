@@ -13,6 +13,7 @@ GetModelMetadata responses as proto JSON. Values in follow json_tensors.py
     .venv/bin/python -c "from serving.standin import rest_routes as r; print(r.route('GET', '/v1/models/m/metadata'))"
 """
 import collections
+import functools
 import json
 import re
 import urllib.parse
@@ -51,23 +52,13 @@ def url_path(path):
     return path.split("?", 1)[0]
 
 
-def route(method, path, cache={}):  # noqa: B006 - (method, path) -> Route, bounded below
+@functools.lru_cache(maxsize=MAX_CACHED_ROUTES)  # a client repeats its URLs; errors are not kept
+def route(method, path):
     """The Route of a request, or TF Serving's InvalidArgument for a URL it does not serve.
 
     As in TF Serving the verb and "metadata" match in any case in the pattern but must then
     be lower case: POST .../m:PREDICT is a malformed request, GET .../m/METADATA a status.
-    Routes are remembered (a client repeats its URLs); errors are not.
     """
-    key = (method, path)
-    if key not in cache:
-        if len(cache) >= MAX_CACHED_ROUTES:
-            cache.clear()
-        cache[key] = parse_route(method, path)
-    return cache[key]
-
-
-def parse_route(method, path):
-    """route() without the cache."""
     malformed = errors.InvalidArgument(f"Malformed request: {method} {url_path(path)}")
     pattern = {"POST": _POST_PATH, "GET": _GET_PATH}.get(method)
     match = pattern.fullmatch(url_path(path)) if pattern is not None else None

@@ -12,6 +12,7 @@ keep-alive" when it asked for that (as `ab -k` does) and closes otherwise.
     .venv/bin/python -m serving.standin.server --model_base_path OUT/export/image_classifier
 """
 import email.utils
+import functools
 import http.server
 import logging
 import os
@@ -279,12 +280,14 @@ def read_headers(rfile, max_headers=100):
     raise ValueError(f"more than {max_headers} header lines")
 
 
-def http_date(cache=[0, ""]):  # noqa: B006 - a one-entry cache: (second, its text)
+def http_date():
     """The Date header's text (RFC 9110), formatted once per second."""
-    now = int(time.time())
-    if cache[0] != now:
-        cache[:] = [now, email.utils.formatdate(now, usegmt=True)]
-    return cache[1]
+    return http_date_of(int(time.time()))
+
+
+@functools.lru_cache(maxsize=1)
+def http_date_of(second):
+    return email.utils.formatdate(second, usegmt=True)
 
 
 def too_large(length, limit):
