@@ -112,6 +112,15 @@ def export_untrained_model(work_dir, jpegs):
     return os.path.dirname(export_dir.decode() if isinstance(export_dir, bytes) else export_dir)
 
 
+def model_under_test(work_dir, model_base_path, jpegs):
+    """(base path, model name, version, loaded SavedModel): model_base_path's highest version,
+    or a fresh 1-step export in work_dir when model_base_path is None."""
+    base = model_base_path or export_untrained_model(work_dir, jpegs)
+    version = max(int(v) for v in os.listdir(base) if v.isdigit())
+    loaded = tf.saved_model.load(os.path.join(base, str(version)))
+    return base, os.path.basename(os.path.abspath(base)), version, loaded
+
+
 def free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -259,10 +268,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     jpegs = make_digit_jpegs(256)
     with tempfile.TemporaryDirectory() as work_dir:
-        base = args.model_base_path or export_untrained_model(work_dir, jpegs)
-        model_name = os.path.basename(os.path.abspath(base))
-        version = max(int(v) for v in os.listdir(base) if v.isdigit())
-        loaded = tf.saved_model.load(os.path.join(base, str(version)))
+        base, model_name, version, loaded = model_under_test(work_dir, args.model_base_path, jpegs)
         batching_file = os.path.join(work_dir, "batching_parameters.txt")
         with open(batching_file, "w") as f:
             f.write(BATCHING_PARAMETERS)

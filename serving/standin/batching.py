@@ -121,13 +121,19 @@ class BatchScheduler:
     def run(self, key, run_batch, inputs):
         """The outputs of this request's rows, computed inside a merged batch."""
         task = Task(inputs, int(next(iter(inputs.values())).shape[0]))
-        self._schedule(key, run_batch, task)
+        self.schedule(key, run_batch, task)
         task.done.acquire()  # released by the batch thread once outputs or error are set
         if task.error is not None:
             raise task.error
         return task.outputs
 
-    def _schedule(self, key, run_batch, task):
+    def schedule(self, key, run_batch, task):
+        """Queues a Task (or refuses it: InvalidArgument, Unavailable) without waiting for it.
+
+        A batch thread calls task.done.release() once task.outputs or task.error is set:
+        run() waits on the held lock a Task starts with; an event-loop front end
+        (bench/floor_server.py) passes an object whose release() wakes its loop instead.
+        """
         limit = self.options.max_batch_size
         if task.size > limit:
             raise errors.InvalidArgument(

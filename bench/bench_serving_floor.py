@@ -1,0 +1,191 @@
+"""Can any Python REST server reach the batching goal here? The floor, against the stand-in.
+
+#17's goal: with --enable_batching, 8 concurrent REST clients sending batch-1
+requests reach >= 1.2x the requests/s of 8 threads calling the SavedModel in the
+same process. This measures, in interleaved rounds (medians), against that
+in-process baseline (bench/bench_serving.py's InProcessClient):
+
+  floor     bench/floor_server.py: one asyncio thread, head + JSON + base64, the
+            stand-in's BatchScheduler and model call, a ready-made answer; the
+            least work any :predict server does per request
+  stand-in  python -m serving.standin.server --enable_batching
+
+each loaded by 8 clients of two kinds: bench/raw_clients.py's (Python threads,
+what bench_serving uses) and ApacheBench (`ab -k -c 8`, one C thread; skipped if
+`ab` is not installed; it counts answers of another length as "failed", which the
+stand-in's float texts make normal, so only connection errors and non-2xx count).
+Both servers get bench_serving.BATCHING_PARAMETERS. Also printed: the server
+process's CPU per request (/proc/PID/stat) and how busy the 2 cores were.
+
+    .venv/bin/python -m bench.bench_serving_floor          # ~4 minutes on 2 cores
+    .venv/bin/python -m bench.bench_serving_floor --model_base_path OUT/export/image_classifier
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from bench import bench_serving, floor_server, loadgen, raw_clients  # noqa: E402
+from serving.rest_client import make_rest_predict_body  # noqa: E402
+
+CLIENTS = 8
+SERVER_START_SECONDS = 300
+AB_ERRORS = re.compile(r"Connect: (\d+), Receive: (\d+), Length: \d+, Exceptions: (\d+)")
+
+
+def process_cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_ticks():
+    """(busy, total) clock ticks of all cores since boot."""
+    fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
+def start_floor_server(model_base_path, batching_file, answer_jpeg):
+    """bench/floor_server.py in its own process; returns (process, port)."""
+    port = bench_serving.free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench.floor_server", "--port", str(port), "--model_base_path",
+         model_base_path, "--batching_parameters_file", batching_file, "--answer_jpeg",
+         answer_jpeg], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    deadline = time.monotonic() + SERVER_START_SECONDS
+    for line in process.stdout:
+        if line.startswith(floor_server.READY_LINE):
+            return process, port
+        if time.monotonic() > deadline:
+            break
+    process.kill()
+    raise RuntimeError(f"bench.floor_server did not start (exit code {process.poll()})")
+
+
+def run_ab(port, model_name, body_file, requests):
+    """requests/s of `ab -k -c CLIENTS`; RuntimeError on connection errors or non-2xx answers."""
+    out = subprocess.run(
+        ["ab", "-q", "-k", "-c", str(CLIENTS), "-n", str(requests), "-p", body_file, "-T",
+         "application/json", f"http://127.0.0.1:{port}/v1/models/{model_name}:predict"],
+        capture_output=True, text=True, timeout=600).stdout
+    errors = AB_ERRORS.search(out)
+    if "Non-2xx responses" in out or (errors and errors.groups() != ("0", "0", "0")):
+        raise RuntimeError(f"ab saw failed requests:\n{out}")
+    return float(re.search(r"Requests per second:\s+([\d.]+)", out).group(1))
+
+
+def measure(run, pid, requests):
+    """(requests/s, server CPU ms per request, cores busy share) of one run() -> requests/s."""
+    cpu_before = process_cpu_seconds(pid) if pid else 0.0
+    busy_before, total_before = machine_busy_ticks()
+    rate = run()
+    cpu = (process_cpu_seconds(pid) - cpu_before) / requests * 1000 if pid else float("nan")
+    busy_after, total_after = machine_busy_ticks()
+    return rate, cpu, (busy_after - busy_before) / max(1, total_after - total_before)
+
+
+def python_clients(port, model_name, jpegs, requests):
+    def run():
+        result = loadgen.run_load(
+            lambda: raw_clients.RawRestClient("127.0.0.1", port, model_name),
+            [[j] for j in jpegs], requests, CLIENTS)
+        bench_serving.check_errors(result)
+        return result.requests_per_second
+    return run
+
+
+def in_process(loaded, jpegs, requests):
+    def run():
+        result = loadgen.run_load(lambda: bench_serving.InProcessClient(loaded),
+                                  [[j] for j in jpegs], requests, CLIENTS)
+        bench_serving.check_errors(result)
+        return result.requests_per_second
+    return run
+
+
+def make_runs(loaded, servers, jpegs, body_file, requests):
+    """{path: (run, server pid or None)}; servers: {name: (process, port, model name)}."""
+    runs = {"in-process": (in_process(loaded, jpegs, requests), None)}
+    for name, (process, port, model) in servers.items():
+        runs[f"{name}, Python clients"] = (python_clients(port, model, jpegs, requests), process.pid)
+        if shutil.which("ab"):
+            runs[f"{name}, ab"] = (lambda p=port, m=model: run_ab(p, m, body_file, requests),
+                                   process.pid)
+    return runs
+
+
+def run_rounds(runs, rounds, requests):
+    """{path: [(requests/s, server CPU ms, busy share) per round]}, paths interleaved."""
+    for run, _ in runs.values():  # untimed: connections, caches, the model's first calls
+        run()
+    figures = {path: [] for path in runs}
+    for _ in range(rounds):
+        for path, (run, pid) in runs.items():
+            figures[path].append(measure(run, pid, requests))
+    return figures
+
+
+def print_table(figures):
+    base = statistics.median(rate for rate, _, _ in figures["in-process"])
+    print(f"\nbench_serving_floor: {CLIENTS} clients, batch-1 requests, medians of "
+          f"{len(figures['in-process'])} rounds, {os.cpu_count()} CPUs")
+    print(f"{'path':<28}{'req/s':>8}{'x in-proc':>10}{'server CPU/req':>16}{'cores busy':>12}")
+    for path, rows in figures.items():
+        rate = statistics.median(r for r, _, _ in rows)
+        cpu = statistics.median(c for _, c, _ in rows)
+        busy = statistics.median(b for _, _, b in rows)
+        cpu_text = "" if cpu != cpu else f"{cpu:.2f} ms"
+        print(f"{path:<28}{rate:>8.0f}{rate / base:>10.2f}{cpu_text:>16}{busy:>11.0%}")
+    print(f"(goal: the stand-in with batching >= 1.20x; ratios to the in-process rate of the same "
+          f"runs; rounds: {[round(r) for r, _, _ in figures['in-process']]} req/s in-process)")
+
+
+def start_servers(base, model_name, work_dir, jpeg):
+    """{name: (process, port, model name)} for the floor and the batching stand-in."""
+    batching_file = os.path.join(work_dir, "batching_parameters.txt")
+    with open(batching_file, "w") as f:
+        f.write(bench_serving.BATCHING_PARAMETERS)
+    answer_jpeg = os.path.join(work_dir, "answer.jpg")
+    with open(answer_jpeg, "wb") as f:
+        f.write(jpeg)
+    floor, floor_port = start_floor_server(base, batching_file, answer_jpeg)
+    standin, rest_url, _ = bench_serving.start_server_process(
+        base, model_name, ("--enable_batching", "--batching_parameters_file", batching_file))
+    return {"floor": (floor, floor_port, model_name),
+            "stand-in": (standin, int(rest_url.rsplit(":", 1)[1]), model_name)}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model_base_path", help="OUT/export/<model_name>; default: export one")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--requests", type=int, default=2000, help="per path and round")
+    args = parser.parse_args(argv)
+    jpegs = bench_serving.make_digit_jpegs(256)
+    with tempfile.TemporaryDirectory() as work_dir:
+        base, model_name, _, loaded = bench_serving.model_under_test(
+            work_dir, args.model_base_path, jpegs)
+        body_file = os.path.join(work_dir, "body.json")
+        with open(body_file, "w") as f:
+            json.dump(make_rest_predict_body(jpegs[:1], "serving_default"), f)
+        servers = start_servers(base, model_name, work_dir, jpegs[0])
+        try:
+            figures = run_rounds(make_runs(loaded, servers, jpegs, body_file, args.requests),
+                                 args.rounds, args.requests)
+        finally:
+            for process, _, _ in servers.values():
+                process.terminate()
+                process.wait(30)
+    print_table(figures)
+
+
+if __name__ == "__main__":
+    main()
