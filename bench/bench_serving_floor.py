@@ -144,6 +144,8 @@ def print_table(figures):
         busy = statistics.median(b for _, _, b in rows)
         cpu_text = "" if cpu != cpu else f"{cpu:.2f} ms"
         print(f"{path:<28}{rate:>8.0f}{rate / base:>10.2f}{cpu_text:>16}{busy:>11.0%}")
+    if not shutil.which("ab"):
+        print("(no `ab` rows: ApacheBench is not installed; apt-get install apache2-utils)")
     print(f"(goal: the stand-in with batching >= 1.20x; ratios to the in-process rate of the same "
           f"runs; rounds: {[round(r) for r, _, _ in figures['in-process']]} req/s in-process)")
 
