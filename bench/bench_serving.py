@@ -121,6 +121,14 @@ def model_under_test(work_dir, model_base_path, jpegs):
     return base, os.path.basename(os.path.abspath(base)), version, loaded
 
 
+def write_batching_parameters(work_dir):
+    """work_dir/batching_parameters.txt holding BATCHING_PARAMETERS; returns its path."""
+    path = os.path.join(work_dir, "batching_parameters.txt")
+    with open(path, "w") as f:
+        f.write(BATCHING_PARAMETERS)
+    return path
+
+
 def free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -269,9 +277,7 @@ def main(argv=None):
     jpegs = make_digit_jpegs(256)
     with tempfile.TemporaryDirectory() as work_dir:
         base, model_name, version, loaded = model_under_test(work_dir, args.model_base_path, jpegs)
-        batching_file = os.path.join(work_dir, "batching_parameters.txt")
-        with open(batching_file, "w") as f:
-            f.write(BATCHING_PARAMETERS)
+        batching_file = write_batching_parameters(work_dir)
         processes, servers = [], {}
         try:
             for suffix, extra in (("", ()), ("+batching", ("--enable_batching",

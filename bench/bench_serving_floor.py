@@ -34,6 +34,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from bench import bench_serving, floor_server, loadgen, raw_clients  # noqa: E402
+from common import signature  # noqa: E402
 from serving.rest_client import make_rest_predict_body  # noqa: E402
 
 CLIENTS = 8
@@ -92,20 +93,11 @@ def measure(run, pid, requests):
     return rate, cpu, (busy_after - busy_before) / max(1, total_after - total_before)
 
 
-def python_clients(port, model_name, jpegs, requests):
+def load_run(make_client, jpegs, requests):
+    """run() -> requests/s of CLIENTS clients from make_client() sending batch-1 requests;
+    RuntimeError if any request failed."""
     def run():
-        result = loadgen.run_load(
-            lambda: raw_clients.RawRestClient("127.0.0.1", port, model_name),
-            [[j] for j in jpegs], requests, CLIENTS)
-        bench_serving.check_errors(result)
-        return result.requests_per_second
-    return run
-
-
-def in_process(loaded, jpegs, requests):
-    def run():
-        result = loadgen.run_load(lambda: bench_serving.InProcessClient(loaded),
-                                  [[j] for j in jpegs], requests, CLIENTS)
+        result = loadgen.run_load(make_client, [[j] for j in jpegs], requests, CLIENTS)
         bench_serving.check_errors(result)
         return result.requests_per_second
     return run
@@ -113,9 +105,11 @@ def in_process(loaded, jpegs, requests):
 
 def make_runs(loaded, servers, jpegs, body_file, requests):
     """{path: (run, server pid or None)}; servers: {name: (process, port, model name)}."""
-    runs = {"in-process": (in_process(loaded, jpegs, requests), None)}
+    runs = {"in-process": (load_run(lambda: bench_serving.InProcessClient(loaded), jpegs,
+                                    requests), None)}
     for name, (process, port, model) in servers.items():
-        runs[f"{name}, Python clients"] = (python_clients(port, model, jpegs, requests), process.pid)
+        raw_client = lambda p=port, m=model: raw_clients.RawRestClient("127.0.0.1", p, m)  # noqa: E731
+        runs[f"{name}, Python clients"] = (load_run(raw_client, jpegs, requests), process.pid)
         if shutil.which("ab"):
             runs[f"{name}, ab"] = (lambda p=port, m=model: run_ab(p, m, body_file, requests),
                                    process.pid)
@@ -152,15 +146,17 @@ def print_table(figures):
 
 def start_servers(base, model_name, work_dir, jpeg):
     """{name: (process, port, model name)} for the floor and the batching stand-in."""
-    batching_file = os.path.join(work_dir, "batching_parameters.txt")
-    with open(batching_file, "w") as f:
-        f.write(bench_serving.BATCHING_PARAMETERS)
+    batching_file = bench_serving.write_batching_parameters(work_dir)
     answer_jpeg = os.path.join(work_dir, "answer.jpg")
     with open(answer_jpeg, "wb") as f:
         f.write(jpeg)
     floor, floor_port = start_floor_server(base, batching_file, answer_jpeg)
-    standin, rest_url, _ = bench_serving.start_server_process(
-        base, model_name, ("--enable_batching", "--batching_parameters_file", batching_file))
+    try:
+        standin, rest_url, _ = bench_serving.start_server_process(
+            base, model_name, ("--enable_batching", "--batching_parameters_file", batching_file))
+    except Exception:  # no floor server left running behind a failed start
+        floor.kill()
+        raise
     return {"floor": (floor, floor_port, model_name),
             "stand-in": (standin, int(rest_url.rsplit(":", 1)[1]), model_name)}
 
@@ -177,7 +173,7 @@ def main(argv=None):
             work_dir, args.model_base_path, jpegs)
         body_file = os.path.join(work_dir, "body.json")
         with open(body_file, "w") as f:
-            json.dump(make_rest_predict_body(jpegs[:1], "serving_default"), f)
+            json.dump(make_rest_predict_body(jpegs[:1], signature.SIGNATURE_DEFAULT), f)
         servers = start_servers(base, model_name, work_dir, jpegs[0])
         try:
             figures = run_rounds(make_runs(loaded, servers, jpegs, body_file, args.requests),
