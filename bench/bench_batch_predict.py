@@ -30,7 +30,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from common import export_predictor, prediction_inputs
 
 from serving import batch_predict  # noqa: E402
-from trainer import config, loop  # noqa: E402
+from trainer.settings import config  # noqa: E402
+from trainer.estimator import loop
 
 
 def time_in_process(export_dir, input_csv, batch_size):

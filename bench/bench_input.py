@@ -11,9 +11,9 @@ shared, so only same-round ratios mean anything), it times:
 
   raw        the same JPEG bytes held in memory: decode_jpeg + resize only,
              with parallel map and prefetch; the compute ceiling for one image.
-  train      trainer.input's TRAIN input_fn: files, interleave, shuffle, parse,
+  train      trainer.data.input's TRAIN input_fn: files, interleave, shuffle, parse,
              random crop (decodes only the window), resize, batch, prefetch.
-  eval       trainer.input's EVAL input_fn, repeated: full decode, center
+  eval       trainer.data.input's EVAL input_fn, repeated: full decode, center
              crop, resize; the same pixel work as raw plus reading and parsing.
   naive      TRAIN's exact preprocessing, but sequential reads, a serial map
              and no prefetch.
@@ -34,8 +34,8 @@ from PIL import Image
 
 from preprocess.demo_data import digit_to_jpeg
 from common import image_ops, record_schema
-from trainer import config
-from trainer import input as input_lib
+from trainer.settings import config
+from trainer.data import input as input_lib
 
 PHOTOS = ("china.jpg", "flower.jpg")  # 427x640 each, inside sklearn/datasets/images
 BATCH_SIZE = 64
@@ -125,7 +125,7 @@ def time_batches(dataset, seconds, warmup_batches=5):
 
 
 def make_pipelines(file_pattern, jpegs, image_size):
-    """name -> dataset; input params from trainer/config.py's defaults."""
+    """name -> dataset; input params from trainer/settings/config.py's defaults."""
     params = dict({k: config.DEFAULTS[k] for k in (
         "min_crop_area", "random_flip", "shuffle_buffer", "transpose_input",
         "use_bfloat16", "cache_dataset")}, batch_size=BATCH_SIZE, image_size=image_size)

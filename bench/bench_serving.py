@@ -90,7 +90,8 @@ def make_digit_jpegs(count):
 def export_untrained_model(work_dir, jpegs):
     """Trains the default small_cnn one step with trainer.task; returns the export base path."""
     from common import dataset_files, record_schema
-    from trainer import config, loop
+    from trainer.settings import config
+    from trainer.estimator import loop
     data = os.path.join(work_dir, "data")
     os.makedirs(data)
     labels = [str(d) for d in range(10)]

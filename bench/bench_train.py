@@ -6,8 +6,8 @@
         --photo_rounds 2 --photo_steps 12 --photo_batch_size 4 --finetune_steps 0   # 224x224, ~6 min
 
 Both sides train the identical network (trainer.nets.build_network with
-trainer/config.py's defaults) at the same batch on the same data: one dataset
-definition, trainer.input's TRAIN input_fn over demo-style digit TFRecords,
+trainer/settings/config.py's defaults) at the same batch on the same data: one dataset
+definition, trainer.data.input's TRAIN input_fn over demo-style digit TFRecords,
 with its first batches cached so that both measure the training step rather
 than JPEG decoding. TPUEstimator runs trainer/loop.make_estimator (the real
 RunConfig, model_fn, summaries and checkpoints); Keras runs model.fit with
@@ -46,8 +46,10 @@ import tensorflow as tf
 
 from bench.bench_input import SHARDS, make_digit_jpegs, write_records
 from common import dataset_files
-from trainer import config, loop, nets
-from trainer import input as input_lib
+from trainer import nets
+from trainer.settings import config
+from trainer.estimator import loop
+from trainer.data import input as input_lib
 
 ModeKeys = tf.estimator.ModeKeys
 CACHED_BATCHES = 16     # distinct batches both sides cycle through
@@ -244,7 +246,7 @@ def run(argv=None):
     tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.WARN)
     print(f"TensorFlow {tf.__version__}; {args.rounds} rounds x {args.steps} steps (backbone "
           f"networks: {args.photo_rounds} x {args.photo_steps}; {WARMUP_STEPS} warm-up steps not "
-          f"timed); defaults from trainer/config.py")
+          f"timed); defaults from trainer/settings/config.py")
     results = {}
     with tempfile.TemporaryDirectory() as directory:
         pattern = write_dataset(directory, args.examples)

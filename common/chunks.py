@@ -1,5 +1,5 @@
 """Splitting a stream into lists of a few items: pure Python, no TensorFlow, so the
-Beam pipeline (preprocess/transforms.py) and batch prediction (trainer/predict.py)
+Beam pipeline (preprocess/transforms.py) and batch prediction (trainer/estimator/predict.py)
 share it.
 
     python -m common.chunks 10 4        # [0, 1, 2, 3] [4, 5, 6, 7] [8, 9]

@@ -1,6 +1,6 @@
 """Run an exported SavedModel's serving signature in-process on batches of JPEG bytes.
 
-Used by trainer/predict.py (--predict_export_dir), by the Beam ModelHandler of
+Used by trainer/estimator/predict.py (--predict_export_dir), by the Beam ModelHandler of
 serving/batch_predict.py and by bench/bench_batch_predict.py's baseline, so
 all three call the export the same way. The class names come from the
 export's own signature.LABELS_CONSTANT graph constant, so no labels file is needed.

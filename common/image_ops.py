@@ -140,7 +140,7 @@ def preprocess_for_train(image_bytes, image_size, *, min_crop_area, random_flip)
       in (0, 1]; 1.0 disables cropping for square images.
     random_flip: mirror left-right with probability 1/2. Off for digits and
       text, which are not mirror invariant.
-    Returns float32 [image_size, image_size, 3]. trainer/input.py runs the same
+    Returns float32 [image_size, image_size, 3]. trainer/data/input.py runs the same
     three steps, with the windows and the flip+normalize drawn per batch.
     """
     shape = tf.image.extract_jpeg_shape(image_bytes)  # [h, w, channels]

@@ -1,6 +1,6 @@
 """Batch-prediction inputs: image URIs from a CSV or JPEGs from TFRecords, checked before any model.
 
-Both batch routes (trainer/predict.py on the accelerator, serving/batch_predict.py
+Both batch routes (trainer/estimator/predict.py on the accelerator, serving/batch_predict.py
 on Beam) read images here and check each one with the decoder serving uses
 (common/image_ops.decode_image), so an unreadable or corrupt image becomes an
 error record naming it instead of failing a whole batch in the graph.

@@ -4,7 +4,7 @@ Reads the image URIs of a CSV ('uri[,label]', the pipeline's format) or the
 JPEGs of TFRecords (--input_tfrecord GLOB), loads and checks each image (common/prediction_inputs.py; bad ones become error records and
 counters), runs the exported SavedModel through apache_beam.ml.inference's
 RunInference with SavedModelHandler, and writes one JSON line (or CSV row) per
-input image (common/prediction_records.py, the same records as trainer/predict.py).
+input image (common/prediction_records.py, the same records as trainer/estimator/predict.py).
 A run's output replaces the earlier run's of the same --output and --format as a
 whole: those files are deleted before the pipeline starts (a log line says how
 many); files of the other format are kept, and a warning names them.

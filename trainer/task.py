@@ -1,10 +1,10 @@
-"""Entry point: flags -> params (trainer/config.py) -> the loop (trainer/loop.py).
+"""Entry point: flags -> params (trainer/settings/config.py) -> the loop (trainer/estimator/loop.py).
 
     .venv/bin/python -m trainer.task --train_data_path 'DIR/train-*' \\
         --eval_data_path 'DIR/eval-*' --output_dir OUT [--use_tpu --tpu NAME \\
         --tpu_zone Z --gcp_project P] [--config hparams.yaml] [--train_steps 1500 ...]
 
-Every params key of trainer/config.py is a flag of the same name. Flags default
+Every params key of trainer/settings/config.py is a flag of the same name. Flags default
 to "unset" and override only what the user typed. --job-dir (passed by AI
 Platform) is another name for --output_dir, --format for --predict_format.
 """
@@ -17,8 +17,10 @@ VERBOSITY = console.quiet_unless_verbose()  # before TensorFlow loads: it reads 
 
 from common.dataset_files import DatasetError  # noqa: E402
 from common.export_predictor import ExportNotFound  # noqa: E402
-from trainer import cluster, config, output_lock, summary  # noqa: E402
-from trainer.tf_config import ClusterError  # noqa: E402
+from trainer.cloud import cluster  # noqa: E402
+from trainer.settings import config
+from trainer.run import output_lock, summary
+from trainer.cloud.tf_config import ClusterError  # noqa: E402
 
 # Raised by a run for what its user can fix.
 USER_ERRORS = (config.ConfigError, DatasetError, ExportNotFound, output_lock.OutputDirBusy,

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from trainer import export
+from trainer.estimator import export
 
 GCLOUD = shutil.which("gcloud")
 pytestmark = pytest.mark.skipif(GCLOUD is None, reason="gcloud (Google Cloud SDK) is not installed")

@@ -24,7 +24,9 @@ import pytest
 import tensorflow as tf
 
 from common import dataset_files
-from trainer import config, export, loop, task
+from trainer import task
+from trainer.settings import config
+from trainer.estimator import export, loop
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -32,7 +34,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # common/image_uris.py: it opens a path with the builtin open only when it has no
 # scheme, and hands gs:// and other URIs to the caller's opener (tf.io.gfile here);
 # nor common/beam_pipeline.py, which only the Beam pipelines import.
-# Nor trainer/report.py: the report is a workstation command that prints a file:// URL for
+# Nor trainer/report/page.py: the report is a workstation command that prints a file:// URL for
 # a browser (it reads the run through tf.io.gfile like the rest). Nor common/console.py:
 # its only path is its own location (which log records come from this project).
 NOT_JOB_SOURCES = ("image_uris.py", "beam_pipeline.py", "report.py", "console.py")

@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 from tests.cloud.test_gcloud_local_train import GCLOUD, run_gcloud, train_args
-from trainer import export
+from trainer.estimator import export
 
 pytestmark = pytest.mark.skipif(GCLOUD is None, reason="gcloud (Google Cloud SDK) is not installed")
 TRIAL = "7"

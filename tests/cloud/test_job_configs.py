@@ -5,7 +5,7 @@ checked against the ml v1 discovery document shipped in google-api-python-client
 cloud/vertex_tpu_job.yaml against google.cloud.aiplatform_v1's CustomJobSpec message and
 cloud/vertex_hptuning_job.yaml against its HyperparameterTuningJob, as gcloud parses them.
 The tuning jobs' parameters must be trainer flags with valid values, and their metric the
-one the trainer reports (trainer/hptuning.py).
+one the trainer reports (trainer/cloud/hptuning.py).
 
     .venv/bin/python -m pytest tests/cloud/test_job_configs.py
 """
@@ -18,7 +18,8 @@ import yaml
 from google.cloud.aiplatform_v1.types import custom_job, hyperparameter_tuning_job
 from google.protobuf import json_format
 
-from trainer import config, early_stopping
+from trainer.settings import config
+from trainer.run import early_stopping
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DISCOVERY = pathlib.Path(googleapiclient.__file__).parent / "discovery_cache/documents/ml.v1.json"

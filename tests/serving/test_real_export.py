@@ -63,7 +63,9 @@ def check_saved_model_cli_output(text):
 def predict_with_estimator(out_dir, jpegs, record_path):
     """(a) Probabilities from the trainer's eval input path and model_fn on the checkpoint."""
     from common import record_schema
-    from trainer import config, input as input_lib, loop
+    from trainer.settings import config
+    from trainer.data import input as input_lib
+    from trainer.estimator import loop
     with tf.io.TFRecordWriter(str(record_path)) as writer:
         for i, jpeg in enumerate(jpegs):
             height, width = tf.image.extract_jpeg_shape(jpeg).numpy()[:2]

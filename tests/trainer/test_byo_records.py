@@ -1,7 +1,7 @@
 """Your own TFRecords: records written exactly as tensorflow/tpu's imagenet_to_gcs.py writes
 them (its _convert_to_example, key for key: 1-based labels, image/class/synset, validation-*
 files without extension, no labels.txt or metadata.json) train, evaluate and export with
-the right class names (trainer/byo_records.py).
+the right class names (trainer/data/byo_records.py).
 
     .venv/bin/python -m pytest tests/trainer/test_byo_records.py
 """
@@ -15,7 +15,9 @@ import tensorflow as tf
 from common import dataset_files, export_predictor
 from tests.conftest import encode_image
 from tests.trainer.conftest import TINY_FLAGS, as_argv
-from trainer import byo_records, config, data_checks, input as input_lib, loop
+from trainer.data import byo_records, data_checks, input as input_lib
+from trainer.settings import config
+from trainer.estimator import loop
 
 # Three ImageNet synsets; imagenet_to_gcs numbers the sorted synsets from 1.
 SYNSETS = ("n01440764", "n01443537", "n01484850")

@@ -8,7 +8,8 @@ import subprocess
 import sys
 
 from tests.trainer.conftest import TINY_FLAGS, as_argv
-from trainer import config, flag_help, progress
+from trainer.settings import config, flag_help
+from trainer.run import progress
 
 
 def run_module(module, *argv):
@@ -34,8 +35,8 @@ def test_help_is_grouped_explained_and_free_of_library_lines():
     assert "--mode {train_and_eval,evaluate,export,predict" in result.stdout
     assert "--model {" in result.stdout and "small_cnn" in result.stdout
     assert "glob of training TFRecords" in result.stdout
-    xla = run_module("trainer.xla_check", "--help")
-    assert xla.stdout.startswith("usage: python -m trainer.xla_check") and xla.stderr == ""
+    xla = run_module("trainer.estimator.xla_check", "--help")
+    assert xla.stdout.startswith("usage: python -m trainer.estimator.xla_check") and xla.stderr == ""
     assert "TPU readiness without a TPU" in xla.stdout
 
 
@@ -78,7 +79,8 @@ def test_progress_line_format():
 
 def test_a_run_writes_tensorboards_hparams_view(tiny_params):
     from tensorboard.plugins.hparams import plugin_data_pb2
-    from trainer import hparams_view, loop
+    from trainer.report import hparams_view
+    from trainer.estimator import loop
     loop.run(dict(tiny_params, train_steps=2, steps_per_eval=2))
     import glob
     import tensorflow as tf

@@ -12,7 +12,9 @@ import pytest
 
 from common import signature
 from tests.trainer.conftest import TINY_FLAGS, as_argv
-from trainer import config, continuous_eval, loop, output_lock
+from trainer.settings import config
+from trainer.estimator import continuous_eval, loop
+from trainer.run import output_lock
 
 
 def start_trainer(argv):

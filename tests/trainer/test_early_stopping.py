@@ -11,7 +11,9 @@ import tensorflow as tf
 
 from common import signature
 from tests.trainer.conftest import TINY_FLAGS, as_argv
-from trainer import config, early_stopping, evaluation, export, loop
+from trainer.settings import config
+from trainer.run import early_stopping
+from trainer.estimator import evaluation, export, loop
 
 
 def records(*values, metric="accuracy"):

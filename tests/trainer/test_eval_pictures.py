@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer import eval_pictures, model
+from trainer.report import eval_pictures
+from trainer.estimator import model
 
 
 def read_eval_events(eval_dir):
@@ -114,7 +115,7 @@ def test_per_class_accuracy_is_each_rows_hit_rate():
 def test_each_evaluation_writes_the_matrix_and_per_class_accuracy(tiny_params):
     """A real run: at every eval step an image and a scalar per class, and the per-class
     accuracies average to the run's own mean_per_class_accuracy; the record holds no matrix."""
-    from trainer import evaluation, loop
+    from trainer.estimator import evaluation, loop
     params = dict(tiny_params, train_steps=4, steps_per_eval=2)
     loop.run(params)
     records = evaluation.read_eval_results(params["output_dir"])

@@ -1,4 +1,4 @@
-"""The fine-tuning settings in trainer/config.py: validated by name, and part of a run's identity.
+"""The fine-tuning settings in trainer/settings/config.py: validated by name, and part of a run's identity.
 
     .venv/bin/python -m pytest tests/trainer/test_fine_tuning_config.py
 """
@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from tests.trainer.conftest import as_argv
-from trainer import config
+from trainer.settings import config
 
 
 def parse(tiny_argv, **flags):

@@ -8,7 +8,10 @@ import json
 
 import pytest
 
-from trainer import config, evaluation, hptuning, input as input_lib, loop
+from trainer.settings import config
+from trainer.estimator import evaluation, loop
+from trainer.cloud import hptuning
+from trainer.data import input as input_lib
 
 
 @pytest.mark.parametrize("environ, trial", [

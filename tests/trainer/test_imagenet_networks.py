@@ -15,7 +15,8 @@ from common import signature
 from tests.conftest import encode_image, pattern_image
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from tests.trainer.fine_tune_helpers import write_hub_module
-from trainer import config, loop
+from trainer.settings import config
+from trainer.estimator import loop
 
 
 def train_and_export(data, out, *booleans, **flags):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer import input as input_lib
+from trainer.data import input as input_lib
 
 ModeKeys = tf.estimator.ModeKeys
 SIZE = 24

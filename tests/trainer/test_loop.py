@@ -14,9 +14,9 @@ from common import signature, warmup
 
 from serving.standin import model_store
 
-from trainer import export
+from trainer.estimator import export, loop
 from common import image_ops, record_schema
-from trainer import loop, task
+from trainer import task
 
 ModeKeys = tf.estimator.ModeKeys
 

@@ -11,8 +11,8 @@ import tensorflow as tf
 from tensorflow.python.ops import summary_ops_v2
 
 from common import signature
-from trainer import input as input_lib
-from trainer import model
+from trainer.data import input as input_lib
+from trainer.estimator import model
 
 ModeKeys = tf.estimator.ModeKeys
 
@@ -163,7 +163,8 @@ def test_host_call_writes_tensorboard_scalars(tiny_params, tmp_path):
 
 def test_cpu_training_writes_input_images_and_training_accuracy(tiny_argv):
     """Off TPU: TensorBoard gets the first training images ([0, 1], 3 of them) and accuracy."""
-    from trainer import config, loop
+    from trainer.settings import config
+    from trainer.estimator import loop
     params = config.parse_params(tiny_argv + ["--train_steps=2", "--steps_per_eval=2",
                                               "--save_summary_steps=1"])
     loop.run(params)

@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from trainer import config, task
+from trainer import task
+from trainer.settings import config
 
 
 def test_dataset_values_come_from_metadata_not_constants(tiny_params):
@@ -105,7 +106,7 @@ def test_a_split_with_no_records_fails_before_training(write_tfrecord_dataset, t
 
 
 def test_training_that_does_not_advance_is_an_error():
-    from trainer import loop
+    from trainer.estimator import loop
     params = {"train_data_path": "D/train-*", "train_batch_size": 64}
     assert loop.check_progress(100, 600, params) == 600
     with pytest.raises(RuntimeError, match="did not advance past global step 100"):

@@ -8,7 +8,8 @@ import pytest
 import tensorflow as tf
 
 from common import signature
-from trainer import config, model, predict, xla_check
+from trainer.settings import config
+from trainer.estimator import model, predict, xla_check
 
 
 @pytest.mark.parametrize("transpose_input", [False, True])

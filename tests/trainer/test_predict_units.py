@@ -10,7 +10,8 @@ import os
 import pytest
 
 from common import prediction_inputs, prediction_records
-from trainer import config, predict
+from trainer.settings import config
+from trainer.estimator import predict
 
 
 @pytest.mark.parametrize("num_images,batch_size,expected", [

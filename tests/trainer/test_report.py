@@ -17,7 +17,8 @@ import pytest
 from PIL import Image
 
 from tests.conftest import NUM_GOOD_IMAGES, make_jpeg_bytes
-from trainer import loop, report, report_data, report_html, report_metrics, report_svg
+from trainer.estimator import loop
+from trainer.report import data as report_data, html as report_html, metrics as report_metrics, page as report, svg as report_svg
 
 SVG = "{http://www.w3.org/2000/svg}"
 CHROMIUM = shutil.which("chromium")

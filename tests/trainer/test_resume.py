@@ -13,7 +13,7 @@ import time
 
 import tensorflow as tf
 
-from trainer import loop
+from trainer.estimator import loop
 
 TRAIN_STEPS = 200
 

@@ -15,7 +15,8 @@ import pytest
 import tensorflow as tf
 
 from tests.trainer.conftest import TINY_FLAGS, as_argv
-from trainer import config, loop
+from trainer.settings import config
+from trainer.estimator import loop
 
 
 def run_task(*argv, timeout=300):

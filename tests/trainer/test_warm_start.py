@@ -15,7 +15,9 @@ import tensorflow as tf
 
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from tests.trainer.fine_tune_helpers import write_backbone_weights
-from trainer import config, loop, model, nets, task, warm_start
+from trainer import nets, task
+from trainer.settings import config
+from trainer.estimator import loop, model, warm_start
 
 ModeKeys = tf.estimator.ModeKeys
 DIGITS = tuple(str(i) for i in range(10))

@@ -14,7 +14,8 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tests.trainer.fine_tune_helpers import write_hub_module  # noqa: E402
-from trainer import nets, xla_check  # noqa: E402
+from trainer import nets  # noqa: E402
+from trainer.estimator import xla_check
 
 # The reference's training knobs together: each must stay inside the compiled step.
 KNOBS = {"label_smoothing": 0.1, "moving_average_decay": 0.99, "lr_schedule": "step"}

@@ -2,7 +2,7 @@
 
 model_fn calls them in graph mode (TPUEstimator); bench/ fits the same models
 with Keras. Each builder takes (num_classes, image_size, dtype, **options),
-where options are params keys; every option is passed explicitly (trainer/config.py
+where options are params keys; every option is passed explicitly (trainer/settings/config.py
 holds the defaults, and network_options picks a network's from params).
 
 small_cnn and resnet (CIFAR-style) are built in code for small images;

@@ -1,0 +1,1 @@
+"""Cluster and TPU plumbing: TF_CONFIG roles, hyperparameter-tuning trials."""

@@ -1,0 +1,1 @@
+"""Dataset readers: the input pipeline, your own TFRecords, data checks before a run."""

@@ -1,0 +1,1 @@
+"""The TPUEstimator engine: model_fn, the train/evaluate loop, export, predict, warm start."""

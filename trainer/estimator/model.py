@@ -1,0 +1,317 @@
+"""model_fn for TPUEstimator: one function per mode, the same code on TPU and CPU/GPU.
+
+params (trainer/settings/config.py) chooses the network (trainer/nets) and the
+optimisation; TPUEstimator adds use_tpu, batch_size and context. Eval metrics are
+weighted by features["weight"], so the zero-weight rows that pad eval to whole
+batches (trainer/data/input.py) count for nothing.
+
+The reference ResNet's training knobs: label_smoothing (training loss only
+changes; the eval cross_entropy metric stays the plain one), lr_schedule
+"cosine" or "step" after a linear warmup, moving_average_decay (an exponential
+moving average of the weights, kept beside them and restored in their place for
+evaluation, prediction and export). Networks with a backbone (trainer/nets)
+train it at learning_rate x backbone_learning_rate_multiplier, or not at all
+with freeze_backbone; a fresh run can start from another's weights (trainer/estimator/warm_start.py).
+
+    .venv/bin/python -m pytest tests/trainer/test_model_fn.py
+"""
+import math
+
+import tensorflow as tf
+
+from common import signature
+from trainer import nets
+from trainer.estimator import warm_start
+
+ModeKeys = tf.estimator.ModeKeys
+TPUEstimatorSpec = tf.compat.v1.estimator.tpu.TPUEstimatorSpec
+# lr_schedule "step": the reference ResNet's x0.1 at epochs 30, 60 and 80 of 90,
+# here as fractions of train_steps.
+STEP_DECAY_FRACTIONS = (30 / 90, 60 / 90, 80 / 90)
+STEP_DECAY_FACTOR = 0.1
+# The eval metric whose value is the [C, C] confusion matrix (trainer/estimator/evaluation.py takes it
+# out of the results and draws it for TensorBoard: trainer/report/eval_pictures.py). Not the image's
+# tag: Estimator also writes this value, as a tensor summary, and TensorBoard keeps the first
+# kind it sees for a tag, which would hide the image.
+CONFUSION_MATRIX_METRIC = "confusion_matrix_counts"
+
+
+def model_fn(features, labels, mode, params):
+    """Returns the TPUEstimatorSpec for mode (TRAIN, EVAL or PREDICT)."""
+    images = untranspose_images(features["image"], params)
+    # Built outside the TPU/XLA computation: the functional model's symbolic Input
+    # is a Placeholder, which XLA cannot compile (xla_check found this).
+    with tf.init_scope(), nets.fixed_learning_phase():
+        network = nets.build_from_params(params)
+    logits = network(images, training=mode == ModeKeys.TRAIN)  # [B, C] float32
+    if mode == ModeKeys.PREDICT:
+        return make_predict_spec(logits, features, params, make_ema_scaffold_fn(network, params))
+    weights = features["weight"]  # [B] float32: 0.0 for eval padding rows
+    loss = compute_loss(labels, logits, weights, network, params)
+    if mode == ModeKeys.EVAL:
+        metric_fn = make_metric_fn(params["num_classes"], params["top_k"])
+        return TPUEstimatorSpec(mode, loss=loss, eval_metrics=(metric_fn, [labels, logits, weights]),
+                                scaffold_fn=make_ema_scaffold_fn(network, params))
+    warm_start.init_from_source(network, params)  # before the EMA copies the initial values
+    accuracy = batch_accuracy(labels, logits, weights)
+    return make_train_spec(loss, network, images, params, accuracy)
+
+
+def batch_accuracy(labels, logits, weights):
+    """Training accuracy of this batch (weighted), a scalar for TensorBoard."""
+    correct = tf.cast(tf.equal(tf.argmax(logits, axis=1, output_type=tf.int32),
+                               tf.cast(labels, tf.int32)), tf.float32)
+    return tf.reduce_sum(correct * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
+
+
+def add_input_summaries(images, accuracy, learning_rate):
+    """Off TPU: the first training images as the network sees them, un-normalized from
+    [-1, 1] (common/image_ops.py) to [0, 1], plus training accuracy and learning rate."""
+    shown = (tf.cast(images[:3], tf.float32) + 1.0) / 2.0
+    tf.compat.v1.summary.image("train_input", tf.clip_by_value(shown, 0.0, 1.0), max_outputs=3)
+    tf.compat.v1.summary.scalar("train_accuracy", accuracy)
+    tf.compat.v1.summary.scalar("learning_rate", learning_rate)
+
+
+def untranspose_images(images, params):
+    """[B, S, S, 3] images; input_fn sends them batch-last [S, S, 3, B] when transpose_input."""
+    if params["transpose_input"]:
+        images = tf.transpose(images, [3, 0, 1, 2])
+    return images
+
+
+def compute_loss(labels, logits, weights, network, params):
+    """Weighted mean cross entropy over real rows plus L2 weight decay on kernels.
+
+    SUM_BY_NONZERO_WEIGHTS divides by the number of real rows, not the batch
+    size, so a padded eval batch is not diluted by its padding. With
+    label_smoothing s the target puts 1 - s + s/C on the label and s/C elsewhere.
+    """
+    reduction = tf.compat.v1.losses.Reduction.SUM_BY_NONZERO_WEIGHTS
+    if params["label_smoothing"]:
+        cross_entropy = tf.compat.v1.losses.softmax_cross_entropy(
+            tf.one_hot(labels, params["num_classes"]), logits, weights=weights,
+            label_smoothing=params["label_smoothing"], reduction=reduction)
+    else:  # the sparse form: no [B, C] one-hot tensor
+        cross_entropy = tf.compat.v1.losses.sparse_softmax_cross_entropy(
+            labels=labels, logits=logits, weights=weights, reduction=reduction)
+    kernels = [v for v in network.trainable_variables if "kernel" in v.name]
+    l2 = tf.add_n([tf.nn.l2_loss(v) for v in kernels])
+    return cross_entropy + params["weight_decay"] * l2
+
+
+def effective_top_k(num_classes, top_k):
+    """k for the top-k metric: below the class count (top-C accuracy is always 1), or None."""
+    k = min(top_k, num_classes - 1)
+    return k if k >= 2 else None
+
+
+def make_metric_fn(num_classes, top_k):
+    """metric_fn(labels, logits, weights) -> {name: (value, update_op)}; runs on the host on TPU."""
+    k = effective_top_k(num_classes, top_k)
+
+    def metric_fn(labels, logits, weights):
+        predictions = tf.argmax(logits, axis=1, output_type=tf.int32)
+        per_example_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+        metrics = {
+            "accuracy": tf.compat.v1.metrics.accuracy(labels, predictions, weights=weights),
+            "mean_per_class_accuracy": tf.compat.v1.metrics.mean_per_class_accuracy(
+                labels, predictions, num_classes, weights=weights),
+            # Estimator's own "loss" averages per-batch losses, so a padded last
+            # batch counts as much as a full one; this one weights every example.
+            "cross_entropy": tf.compat.v1.metrics.mean(per_example_loss, weights=weights),
+        }
+        if k:
+            in_top_k = tf.cast(tf.math.in_top_k(labels, logits, k), tf.float32)
+            metrics[f"top_{k}_accuracy"] = tf.compat.v1.metrics.mean(in_top_k, weights=weights)
+        metrics[CONFUSION_MATRIX_METRIC] = streaming_confusion_matrix(
+            labels, predictions, weights, num_classes)
+        return metrics
+    return metric_fn
+
+
+def streaming_confusion_matrix(labels, predictions, weights, num_classes):
+    """(value, update_op) of the weighted counts so far: float64 [C, C], row = true class,
+    column = predicted class; a local metric variable, reset by each evaluation."""
+    total = tf.compat.v1.Variable(
+        tf.zeros([num_classes, num_classes], tf.float64), trainable=False, name="confusion_matrix",
+        collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES, tf.compat.v1.GraphKeys.METRIC_VARIABLES])
+    batch = tf.math.confusion_matrix(
+        tf.reshape(labels, [-1]), tf.reshape(predictions, [-1]), num_classes,
+        weights=tf.cast(tf.reshape(weights, [-1]), tf.float64), dtype=tf.float64)
+    return tf.convert_to_tensor(total), total.assign_add(batch)
+
+
+def learning_rate_schedule(global_step, params):
+    """Linear warmup to the batch-scaled rate, then params["lr_schedule"]'s decay.
+
+    The scaled rate is learning_rate * train_batch_size / learning_rate_batch_size
+    (Goyal et al. 2017, the rule the TPU references follow); the warmup is the
+    reference ResNet's (linear from 0), over warmup_steps.
+    """
+    peak = params["learning_rate"] * params["train_batch_size"] / params["learning_rate_batch_size"]
+    step = tf.cast(global_step, tf.float32)
+    warmup = float(params["warmup_steps"])
+    decay = {"cosine": cosine_decay, "step": step_decay}[params["lr_schedule"]]
+    decayed = decay(peak, step, params)
+    if params["warmup_steps"] == 0:
+        return decayed
+    return tf.where(step < warmup, peak * step / warmup, decayed)
+
+
+def cosine_decay(peak, step, params):
+    """peak at the end of the warmup, falling along a half cosine to 0 at train_steps."""
+    warmup = float(params["warmup_steps"])
+    decay_steps = float(max(params["train_steps"] - params["warmup_steps"], 1))
+    progress = tf.clip_by_value((step - warmup) / decay_steps, 0.0, 1.0)
+    return peak * 0.5 * (1.0 + tf.cos(math.pi * progress))
+
+
+def step_decay(peak, step, params):
+    """peak, times STEP_DECAY_FACTOR at each of STEP_DECAY_FRACTIONS of train_steps."""
+    passed = tf.add_n([tf.cast(step >= fraction * params["train_steps"], tf.float32)
+                       for fraction in STEP_DECAY_FRACTIONS])
+    return peak * tf.pow(STEP_DECAY_FACTOR, passed)
+
+
+def make_optimizer(learning_rate, params):
+    """The v1 optimizer; CrossShardOptimizer averages gradients across TPU cores."""
+    if params["optimizer"] == "momentum":
+        optimizer = tf.compat.v1.train.MomentumOptimizer(
+            learning_rate, params["momentum"], use_nesterov=True)
+    else:
+        optimizer = tf.compat.v1.train.AdamOptimizer(learning_rate)
+    if params["use_tpu"]:
+        optimizer = tf.compat.v1.tpu.CrossShardOptimizer(optimizer)
+    return optimizer
+
+
+def minimize(loss, network, learning_rate, global_step, params):
+    """One optimizer step; a network's backbone trains at learning_rate x
+    backbone_learning_rate_multiplier.
+
+    A second optimizer rather than scaled gradients: Adam's step does not scale
+    with its gradients. Networks with a trainable backbone always get both
+    optimizers, so their checkpoints have the same variables whatever the multiplier.
+    """
+    optimizer = make_optimizer(learning_rate, params)
+    backbone = nets.backbone_of(network)
+    if backbone is None or not backbone.trainable_variables:
+        return optimizer.minimize(loss, global_step, var_list=network.trainable_variables)
+    in_backbone = {variable.ref() for variable in backbone.trainable_variables}
+    gradients = optimizer.compute_gradients(loss, var_list=network.trainable_variables)
+    head = [(g, v) for g, v in gradients if v.ref() not in in_backbone]
+    body = [(g, v) for g, v in gradients if v.ref() in in_backbone]
+    backbone_optimizer = make_optimizer(
+        learning_rate * params["backbone_learning_rate_multiplier"], params)
+    return tf.group(optimizer.apply_gradients(head, global_step),
+                    backbone_optimizer.apply_gradients(body))
+
+
+def averaged_variables(network, params):
+    """What the moving average covers: the trained variables and the batch-norm
+    statistics that training updates (the reference ResNet's choice)."""
+    variables = list(network.trainable_variables)
+    if not params["freeze_backbone"]:  # a frozen backbone's statistics never change
+        variables += [v for v in network.non_trainable_variables
+                      if "moving_mean" in v.name or "moving_variance" in v.name]
+    return variables
+
+
+def make_ema_scaffold_fn(network, params):
+    """scaffold_fn whose Saver restores the moving averages into the network's own
+    variables (eval, predict, export), or None when moving_average_decay is 0."""
+    if not params["moving_average_decay"]:
+        return None
+    ema = tf.compat.v1.train.ExponentialMovingAverage(params["moving_average_decay"])
+    restore = ema.variables_to_restore(averaged_variables(network, params))
+
+    def scaffold_fn():
+        return tf.compat.v1.train.Scaffold(saver=tf.compat.v1.train.Saver(restore, sharded=True))
+    return scaffold_fn
+
+
+def update_moving_averages(train_op, network, global_step, params):
+    """train_op followed by the moving-average update (when moving_average_decay > 0).
+
+    num_updates=global_step lowers the decay early on ((1 + n) / (10 + n)), so
+    short runs and fresh heads are not dominated by their initial values.
+    """
+    if not params["moving_average_decay"]:
+        return train_op
+    ema = tf.compat.v1.train.ExponentialMovingAverage(
+        params["moving_average_decay"], num_updates=global_step)
+    with tf.control_dependencies([train_op]):
+        return ema.apply(averaged_variables(network, params))
+
+
+def make_train_spec(loss, network, images, params, accuracy):
+    """The TRAIN spec: one optimizer step that also updates batch-norm statistics."""
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    learning_rate = learning_rate_schedule(global_step, params)
+    # Keras layers in graph mode keep their moving-average updates on the model,
+    # not in tf.GraphKeys.UPDATE_OPS: without this, eval would use untrained BN stats.
+    with tf.control_dependencies(network.get_updates_for(images)):
+        train_op = minimize(loss, network, learning_rate, global_step, params)
+    train_op = update_moving_averages(train_op, network, global_step, params)
+    host_call = None
+    if params["use_tpu"] and params["use_host_call"]:
+        host_call = make_host_call(global_step, loss, learning_rate, accuracy, params)
+    elif not params["use_tpu"]:
+        add_input_summaries(images, accuracy, learning_rate)
+    return TPUEstimatorSpec(ModeKeys.TRAIN, loss=loss, train_op=train_op, host_call=host_call)
+
+
+def make_host_call(global_step, loss, learning_rate, accuracy, params):
+    """(host_call_fn, tensors): TensorBoard summaries written on the TPU host.
+
+    Summary ops cannot run on the TPU; host_call ships these tensors out each
+    step. Each is reshaped to [1] because host_call concatenates along dim 0.
+    """
+    summary_dir = params["output_dir"]
+    max_queue = params["iterations_per_loop"]
+
+    def host_call_fn(global_step, loss, learning_rate, accuracy):
+        step = global_step[0]
+        writer = tf.compat.v2.summary.create_file_writer(summary_dir, max_queue=max_queue)
+        with writer.as_default(), tf.compat.v2.summary.record_if(True):
+            tf.compat.v2.summary.scalar("loss", loss[0], step=step)
+            tf.compat.v2.summary.scalar("learning_rate", learning_rate[0], step=step)
+            tf.compat.v2.summary.scalar("train_accuracy", accuracy[0], step=step)
+            return tf.compat.v1.summary.all_v2_summary_ops()
+
+    # Scalars only: an image per step through the outfeed would cost every TPU step.
+    tensors = [tf.reshape(global_step, [1]), tf.reshape(loss, [1]), tf.reshape(learning_rate, [1]),
+               tf.reshape(tf.cast(accuracy, tf.float32), [1])]
+    return host_call_fn, tensors
+
+
+def make_predict_spec(logits, features, params, scaffold_fn=None):
+    """Probabilities, class ids and (off TPU) class names; export_outputs for serving.
+
+    scaffold_fn: make_ema_scaffold_fn's, so that predictions and exports use the averaged weights.
+    """
+    predictions = {
+        signature.OUTPUT_PROBABILITIES: tf.nn.softmax(logits),      # [B, C] float32
+        signature.OUTPUT_CLASS_IDS: tf.argmax(logits, axis=1),      # [B] int64
+    }
+    if "index" in features:  # batch prediction (trainer/estimator/predict.py): -1 marks a padding row
+        predictions["index"] = features["index"]                # [B] int32
+    if params["use_tpu"]:  # strings cannot live on the TPU; the host maps ids to names
+        return TPUEstimatorSpec(ModeKeys.PREDICT, predictions=predictions, scaffold_fn=scaffold_fn)
+    labels = tf.constant(params["labels"], tf.string, name=signature.LABELS_CONSTANT)
+    predictions[signature.OUTPUT_CLASSES] = tf.gather(labels, predictions[signature.OUTPUT_CLASS_IDS])
+    if signature.INPUT_KEY in features:
+        predictions[signature.OUTPUT_KEY] = features[signature.INPUT_KEY]
+    return TPUEstimatorSpec(ModeKeys.PREDICT, predictions=predictions, scaffold_fn=scaffold_fn,
+                            export_outputs=make_export_outputs(predictions))
+
+
+def make_export_outputs(predictions):
+    """One PredictOutput per contract signature; trainer/estimator/export.py picks the inputs of each."""
+    unkeyed = {k: v for k, v in predictions.items() if k != signature.OUTPUT_KEY}
+    outputs = {signature.SIGNATURE_DEFAULT: tf.estimator.export.PredictOutput(unkeyed),
+               signature.SIGNATURE_PREDICT: tf.estimator.export.PredictOutput(unkeyed)}
+    if signature.OUTPUT_KEY in predictions:
+        outputs[signature.SIGNATURE_KEYED] = tf.estimator.export.PredictOutput(predictions)
+    return outputs

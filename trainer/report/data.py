@@ -1,0 +1,181 @@
+"""What the report page shows, read from a run directory: curves, the export, its eval predictions.
+
+The curves come from OUT/eval_results.jsonl (trainer/estimator/loop.py) and from the
+training scalars in OUT's own TensorBoard event files; the confusion matrix
+and the misclassified images come from running the best export's serving
+signature (common/export_predictor.py) on the eval TFRecords, so the page shows
+what a served model does, not what a checkpoint did.
+
+    .venv/bin/python -m trainer.report.data OUT     # print what the report would read
+"""
+import dataclasses
+import heapq
+import itertools
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from common import chunks, export_predictor, record_schema, signature
+from trainer.settings import config
+from trainer.estimator import loop
+
+PREDICT_BATCH = 256  # images per call of the serving signature: bounded memory, few calls
+
+
+class ReportError(ValueError):
+    """A run directory, export or eval data the report cannot use; the message names the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Mistake:
+    uri: str
+    jpeg: bytes
+    true_id: int
+    predicted_id: int
+    probability: float       # of the predicted class
+    true_probability: float  # of the true class
+
+
+@dataclasses.dataclass
+class Evaluation:
+    true_ids: list     # per eval image, in record order
+    predicted_ids: list
+    mistakes: list     # the most confident mistakes first, at most max_mistakes
+    num_mistakes: int  # all of them
+
+
+def read_run_params(output_dir):
+    """OUT/params.json; ReportError when OUT is not a trainer run directory."""
+    if not tf.io.gfile.isdir(output_dir):
+        raise ReportError(f"{output_dir} does not exist; pass the --output_dir of a training run")
+    params = config.read_saved_params(output_dir)
+    if not params:
+        raise ReportError(f"{output_dir} is not a run directory (no {config.PARAMS_FILE}); "
+                          "pass the --output_dir of a training run")
+    return params
+
+
+def export_versions(model_base):
+    """Version numbers under an export base that hold a saved_model.pb, highest first."""
+    if not tf.io.gfile.isdir(model_base):
+        return []
+    names = [name.rstrip("/") for name in tf.io.gfile.listdir(model_base)]
+    return sorted((int(n) for n in names if n.isdigit()
+                   and tf.io.gfile.exists(os.path.join(model_base, n, "saved_model.pb"))), reverse=True)
+
+
+def serving_model_name(params):
+    return params.get("serving_model_name") or signature.DEFAULT_MODEL_NAME
+
+
+def find_export(output_dir, model_name):
+    """(export dir, step, "best" or "latest"): OUT/best_export first, else OUT/export."""
+    for subdir, kind in ((signature.BEST_EXPORT_SUBDIR, "best"), (signature.EXPORT_SUBDIR, "latest")):
+        base = os.path.join(output_dir, subdir, model_name)
+        versions = export_versions(base)
+        if versions:
+            return os.path.join(base, str(versions[0])), versions[0], kind
+    raise ReportError(f"{output_dir} has no export yet (nothing under {signature.BEST_EXPORT_SUBDIR}/"
+                      f"{model_name} or {signature.EXPORT_SUBDIR}/{model_name}); "
+                      "let trainer.task finish an evaluation or run it with --mode export")
+
+
+def scalar_value(value):
+    """The float of a summary value: a TF1 simple_value or a TF2 scalar tensor; None otherwise."""
+    kind = value.WhichOneof("value")
+    if kind == "simple_value":
+        return float(value.simple_value)
+    if kind == "tensor" and value.metadata.plugin_data.plugin_name == "scalars":
+        return float(tf.make_ndarray(value.tensor))
+    return None
+
+
+def read_training_scalars(output_dir):
+    """{tag: [(step, value)]} from the event files directly in OUT (training, not eval/).
+
+    Events are applied in the order they were written (wall time), so after a
+    resumed run retrains a step, its later value wins.
+    """
+    events = []
+    for path in tf.io.gfile.glob(os.path.join(output_dir, "events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            events += [(event.wall_time, value.tag, int(event.step), scalar_value(value))
+                       for value in event.summary.value]
+    by_tag = {}
+    for _, tag, step, number in sorted(events, key=lambda e: e[0]):
+        if number is not None and np.isfinite(number):
+            by_tag.setdefault(tag, {})[step] = number
+    return {tag: sorted(by_step.items()) for tag, by_step in by_tag.items()}
+
+
+def eval_files(file_pattern):
+    """The files of the eval glob; ReportError when there are none."""
+    if not file_pattern:
+        raise ReportError("no eval data: the run's params.json has no eval_data_path; "
+                          "pass --eval_data_path 'DIR/eval-*'")
+    paths = sorted(tf.io.gfile.glob(file_pattern))
+    if not paths:
+        raise ReportError(f"no eval data: {file_pattern!r} matches no files; "
+                          "pass --eval_data_path 'DIR/eval-*' (quoted)")
+    return paths
+
+
+def read_eval_records(paths):
+    """Yields (uri, jpeg bytes, 0-based label) per record of the eval TFRecords."""
+    for path in paths:
+        for number, record in enumerate(tf.compat.v1.io.tf_record_iterator(path)):
+            example = record_schema.decode_example_proto(record)
+            uri = example.get(record_schema.FILENAME, b"").decode() or f"{path}:{number}"
+            yield uri, example[record_schema.ENCODED], int(example[record_schema.LABEL])
+
+
+def evaluate_export(export, records, max_mistakes):
+    """Evaluation of a LoadedExport on (uri, jpeg, label) records, a batch at a time."""
+    true_ids, predicted_ids, kept, order = [], [], [], itertools.count()
+    for batch in chunks.split_into_chunks(records, PREDICT_BATCH):
+        check_labels([label for _, _, label in batch], len(export.labels), batch[0][0])
+        probabilities = export_predictor.predict_probabilities(export, [jpeg for _, jpeg, _ in batch])
+        for (uri, jpeg, label), row in zip(batch, probabilities):
+            predicted = int(np.argmax(row))
+            true_ids.append(label)
+            predicted_ids.append(predicted)
+            if predicted != label:
+                keep_most_confident(kept, max_mistakes, next(order), Mistake(
+                    uri, jpeg, label, predicted, float(row[predicted]), float(row[label])))
+    num_mistakes = sum(t != p for t, p in zip(true_ids, predicted_ids))
+    return Evaluation(true_ids, predicted_ids, most_confident_first(kept), num_mistakes)
+
+
+def keep_most_confident(heap, size, order, mistake):
+    """Keeps the size most confident mistakes in a min-heap of (probability, order, mistake)."""
+    if len(heap) < size:
+        heapq.heappush(heap, (mistake.probability, order, mistake))
+    elif size:
+        heapq.heappushpop(heap, (mistake.probability, order, mistake))
+
+
+def most_confident_first(heap):
+    """The mistakes of keep_most_confident's heap, highest probability first, ties in input order."""
+    return [mistake for _, _, mistake in sorted(heap, key=lambda item: (-item[0], item[1]))]
+
+
+def check_labels(labels, num_classes, uri):
+    bad = [label for label in labels if not 0 <= label < num_classes]
+    if bad:
+        raise ReportError(f"eval record label {bad[0]} (near {uri}) is not one of the export's "
+                          f"{num_classes} classes: is the eval data from this run's dataset?")
+
+
+def main(argv):
+    output_dir = argv[1]
+    params = read_run_params(output_dir)
+    print("export:", find_export(output_dir, serving_model_name(params)))
+    print("eval records:", [r.get("global_step") for r in loop.read_eval_results(output_dir)])
+    print("training scalars:", {tag: len(v) for tag, v in read_training_scalars(output_dir).items()})
+    print("eval files:", eval_files(params.get("eval_data_path")))
+
+
+if __name__ == "__main__":
+    main(sys.argv)

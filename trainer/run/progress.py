@@ -1,0 +1,91 @@
+"""Training progress for people: one line at a steady cadence, Keras-style, fit for logs.
+
+    step 500/1500  loss 0.0874  763 examples/s  ETA 1:18
+
+Printed every progress_seconds (and when a training call ends) to stderr through the
+"trainer.run.progress" logger, so it shows in quiet mode and in non-TTY logs alike (no
+carriage returns). The loss is the data term model_fn adds to the LOSSES collection
+(cross-entropy); on a TPU it lives inside the TPU loop, so the line shows steps,
+throughput and ETA only there (the loss is in TensorBoard).
+
+    .venv/bin/python -m trainer.run.progress 500 1500 0.0874 763 78   # print one line
+"""
+import datetime
+import logging
+import sys
+import time
+
+import tensorflow as tf
+
+_LOGGER = logging.getLogger("trainer.run.progress")
+
+
+def format_line(step, total, loss, examples_per_sec, eta_seconds):
+    parts = [f"step {step}/{total}"]
+    if loss is not None:
+        parts.append(f"loss {loss:.4f}")
+    if examples_per_sec is not None:
+        parts.append(f"{examples_per_sec:,.0f} examples/s")
+    if eta_seconds is not None:
+        parts.append(f"ETA {datetime.timedelta(seconds=round(eta_seconds))}")
+    return "  ".join(parts)
+
+
+class ProgressHook(tf.compat.v1.train.SessionRunHook):
+    """Logs format_line(...) every `seconds` of training and once at the end of the call."""
+
+    def __init__(self, total_steps, global_batch_size, seconds, use_tpu=False):
+        self._total, self._batch, self._seconds = total_steps, global_batch_size, seconds
+        self._use_tpu = use_tpu
+        self._fetches = {}
+        self._start = self._last_print = None
+        self._last = (None, None)  # (step, loss) of the latest run
+
+    def begin(self):
+        self._fetches = {"step": tf.compat.v1.train.get_global_step()}
+        losses = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.LOSSES)
+        if losses and not self._use_tpu:
+            self._fetches["loss"] = tf.add_n(losses)
+
+    def after_create_session(self, session, coord):
+        self._start = (time.monotonic(), int(session.run(self._fetches["step"])))
+        self._last_print = self._start[0]
+
+    def before_run(self, run_context):
+        return tf.compat.v1.train.SessionRunArgs(self._fetches)
+
+    def after_run(self, run_context, run_values):
+        self._last = (int(run_values.results["step"]), run_values.results.get("loss"))
+        if time.monotonic() - self._last_print >= self._seconds:
+            self._report()
+
+    def end(self, session):
+        """The last line shows the step the call ended at: a step fetched beside the train
+        op may be read before the op increments it."""
+        if self._last[0] is not None:
+            self._last = (int(session.run(self._fetches["step"])), self._last[1])
+            self._report()
+
+    def _report(self):
+        now = time.monotonic()
+        step, loss = self._last
+        steps_done, elapsed = step - self._start[1], now - self._start[0]
+        rate = steps_done / elapsed if steps_done > 0 and elapsed > 0 else None
+        eta = (self._total - step) / rate if rate else None
+        _LOGGER.info(format_line(step, self._total, None if loss is None else float(loss),
+                                 rate * self._batch if rate else None, eta))
+        self._last_print = now
+
+
+def make_progress_hook(params):
+    return ProgressHook(params["train_steps"], params["train_batch_size"],
+                        params["progress_seconds"], params["use_tpu"])
+
+
+def main(argv):
+    step, total, loss, rate, eta = argv[1:6]
+    print(format_line(int(step), int(total), float(loss), float(rate), float(eta)))
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,1 @@
+"""The one table of settings and the chain that resolves them into params."""
