@@ -15,6 +15,7 @@ import argparse
 import difflib
 import logging
 import os
+import re
 import sys
 import warnings
 
@@ -114,11 +115,42 @@ def configure_logging(verbosity=None, fmt="%(message)s"):
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse whose mistakes are one line and exit code 2, not a usage dump; a path among
-    the unrecognized arguments gets the hint to quote a glob the shell expanded."""
+    """argparse for every entry point: no abbreviations (--train_step is not --train_steps), and
+    mistakes are one line and exit code 2, not a usage dump. An unknown flag gets the closest
+    known one ("did you mean --train_steps?"); a path among the unrecognized arguments gets the
+    hint to quote a glob the shell expanded."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
-        self.exit(2, f"error: {message}{glob_hint(message)}; see {self.prog} --help\n")
+        hint = glob_hint(message)
+        unknown = unrecognized_flag(message)
+        if unknown:
+            close = closest_flag(unknown, flag_names(self))
+            hint = f"; did you mean {close}?" if close else hint
+        self.exit(2, f"error: {message}{hint}; see {self.prog} --help\n")
+
+
+def flag_names(parser):
+    """Every option string of parser (read from its public help text: argparse has no public
+    list of them)."""
+    return sorted(set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", parser.format_help())))
+
+
+def unrecognized_flag(message):
+    """The first flag named in argparse's 'unrecognized arguments: ...' message, or None."""
+    if "unrecognized arguments:" not in message:
+        return None
+    flags = [arg for arg in message.split("unrecognized arguments:", 1)[1].split() if arg.startswith("-")]
+    return flags[0].split("=", 1)[0] if flags else None
+
+
+def closest_flag(flag, known_flags):
+    """The known flag closest to a mistyped one (difflib), or None when nothing is close."""
+    close = difflib.get_close_matches(flag.split("=", 1)[0], known_flags, n=1)
+    return close[0] if close else None
 
 
 def glob_hint(message):
@@ -131,8 +163,8 @@ def glob_hint(message):
 def unknown_flag_error(flag, known_flags):
     """The one line for a flag that neither the command nor Beam knows, with the closest match."""
     name = flag.split("=", 1)[0]
-    close = difflib.get_close_matches(name, known_flags, n=1)
-    hint = f"; did you mean {close[0]}?" if close else ""
+    close = closest_flag(name, known_flags)
+    hint = f"; did you mean {close}?" if close else ""
     return f"unknown flag {name}: not a flag of this command nor a Beam pipeline option{hint}"
 
 
@@ -140,3 +172,12 @@ def exit_with_error(err):
     """What a user can fix: one line on stderr and exit code 2, never a traceback."""
     print(f"error: {err}", file=sys.stderr, flush=True)
     sys.exit(2)
+
+
+def exit_on_user_error(run, *args, **kwargs):
+    """run(*args, **kwargs); a UserError (common/user_errors.py) becomes one line and exit 2."""
+    from common.user_errors import UserError
+    try:
+        return run(*args, **kwargs)
+    except UserError as err:
+        exit_with_error(err)
