@@ -30,7 +30,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from common import export_predictor, prediction_inputs
 
 from serving import batch_predict  # noqa: E402
-from trainer.settings import config  # noqa: E402
+from trainer.settings import chain  # noqa: E402
 from trainer.estimator import loop
 
 
@@ -50,7 +50,7 @@ def time_trainer(run_dir, input_csv, batch_size, scratch):
     copy = os.path.join(scratch, "run")
     shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("predictions", "eval"))
     start = time.perf_counter()
-    loop.run(config.parse_params([f"--output_dir={copy}", "--mode=predict",
+    loop.run(chain.parse_params([f"--output_dir={copy}", "--mode=predict",
                                 f"--predict_input={input_csv}", f"--predict_batch_size={batch_size}"]))
     return time.perf_counter() - start
 

@@ -34,7 +34,7 @@ from PIL import Image
 
 from preprocess.demo_data import digit_to_jpeg
 from common import image_ops, record_schema
-from trainer.settings import config
+from trainer.settings import table
 from trainer.data import input as input_lib
 
 PHOTOS = ("china.jpg", "flower.jpg")  # 427x640 each, inside sklearn/datasets/images
@@ -125,10 +125,11 @@ def time_batches(dataset, seconds, warmup_batches=5):
 
 
 def make_pipelines(file_pattern, jpegs, image_size):
-    """name -> dataset; input params from trainer/settings/config.py's defaults."""
-    params = dict({k: config.DEFAULTS[k] for k in (
+    """name -> dataset; input params from trainer/settings/table.py's defaults."""
+    params = dict({k: table.DEFAULTS[k] for k in (
         "min_crop_area", "random_flip", "shuffle_buffer", "transpose_input",
-        "use_bfloat16", "cache_dataset")}, batch_size=BATCH_SIZE, image_size=image_size)
+        "use_bfloat16", "cache_dataset")}, batch_size=BATCH_SIZE, image_size=image_size,
+        num_classes=10)  # the digits; every label is checked to be below it
     eval_fn = input_lib.make_input_fn(file_pattern, tf.estimator.ModeKeys.EVAL, len(jpegs))
     return {
         "raw": make_raw_dataset(jpegs, image_size),

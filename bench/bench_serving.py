@@ -90,7 +90,7 @@ def make_digit_jpegs(count):
 def export_untrained_model(work_dir, jpegs):
     """Trains the default small_cnn one step with trainer.task; returns the export base path."""
     from common import dataset_files, record_schema
-    from trainer.settings import config
+    from trainer.settings import chain
     from trainer.estimator import loop
     data = os.path.join(work_dir, "data")
     os.makedirs(data)
@@ -106,7 +106,7 @@ def export_untrained_model(work_dir, jpegs):
     with open(os.path.join(data, dataset_files.METADATA_FILE), "w") as f:
         f.write(dataset_files.metadata_to_json(dataset_files.build_metadata(labels, splits, {}, 80)))
     out = os.path.join(work_dir, "out")
-    params = config.parse_params(["--train_data_path", f"{data}/train-*", "--eval_data_path",
+    params = chain.parse_params(["--train_data_path", f"{data}/train-*", "--eval_data_path",
                             f"{data}/eval-*", "--output_dir", out, "--train_steps", "1",
                             "--steps_per_eval", "1", "--train_batch_size", "8", "--eval_batch_size", "8"])
     export_dir = loop.run(params)  # not task.main: it would switch on INFO logging

@@ -6,7 +6,7 @@
         --photo_rounds 2 --photo_steps 12 --photo_batch_size 4 --finetune_steps 0   # 224x224, ~6 min
 
 Both sides train the identical network (trainer.nets.build_network with
-trainer/settings/config.py's defaults) at the same batch on the same data: one dataset
+trainer/settings/table.py's defaults) at the same batch on the same data: one dataset
 definition, trainer.data.input's TRAIN input_fn over demo-style digit TFRecords,
 with its first batches cached so that both measure the training step rather
 than JPEG decoding. TPUEstimator runs trainer/loop.make_estimator (the real
@@ -47,7 +47,7 @@ import tensorflow as tf
 from bench.bench_input import SHARDS, make_digit_jpegs, write_records
 from common import dataset_files
 from trainer import nets
-from trainer.settings import config
+from trainer.settings import chain
 from trainer.estimator import loop
 from trainer.data import input as input_lib
 
@@ -203,7 +203,7 @@ def model_params(name, pattern, directory, args):
              "eval_data_path": pattern, "model": name}
     if nets.has_backbone(name):
         flags.update(image_size=args.photo_image_size, train_batch_size=args.photo_batch_size)
-    return config.resolve(flags)
+    return chain.resolve(flags)
 
 
 def print_speed_table(results):
@@ -246,7 +246,7 @@ def run(argv=None):
     tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.WARN)
     print(f"TensorFlow {tf.__version__}; {args.rounds} rounds x {args.steps} steps (backbone "
           f"networks: {args.photo_rounds} x {args.photo_steps}; {WARMUP_STEPS} warm-up steps not "
-          f"timed); defaults from trainer/settings/config.py")
+          f"timed); defaults from trainer/settings/table.py")
     results = {}
     with tempfile.TemporaryDirectory() as directory:
         pattern = write_dataset(directory, args.examples)
@@ -281,7 +281,7 @@ def split_digits(labels, train_per_label=None, eval_every=5):
 
 def train_run(data_dir, output_dir, args, steps, **flags):
     """Runs trainer/loop on one digit dataset; returns [(step, eval accuracy)]."""
-    params = config.resolve(dict(
+    params = chain.resolve(dict(
         train_data_path=f"{data_dir}/train-*", eval_data_path=f"{data_dir}/eval-*",
         output_dir=output_dir, model=args.finetune_model, image_size=args.finetune_image_size,
         train_steps=steps, steps_per_eval=args.finetune_eval_every,

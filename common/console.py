@@ -136,7 +136,7 @@ class ArgumentParser(argparse.ArgumentParser):
 def flag_names(parser):
     """Every option string of parser (read from its public help text: argparse has no public
     list of them)."""
-    return sorted(set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", parser.format_help())))
+    return sorted(set(re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", parser.format_help())))
 
 
 def unrecognized_flag(message):

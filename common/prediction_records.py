@@ -19,12 +19,10 @@ import sys
 
 import tensorflow as tf
 
-# Classes listed per image: the five most likely, the usual top-5 of image
-# classification; the trainer's eval top-k accuracy uses the same k.
-DEFAULT_TOP_K = 5
+from common.signature import DEFAULT_TOP_K, PREDICTION_FORMATS as FORMATS  # noqa: F401 (defined there)
+
 CSV_COLUMNS = ("uri", "class_index", "class", "probability", "top_k_classes",
                "top_k_probabilities", "error", "label")
-FORMATS = ("jsonl", "csv")
 # The files one run writes under an output prefix, by format: numbered JSON-lines
 # shards (Beam's default shard names, also used by write_records) or one CSV.
 # A rerun deletes exactly these first: fewer shards than last time must leave no

@@ -31,3 +31,10 @@ EXPORT_SUBDIR = "export"      # OUT/export/<model_name>/<version>/
 BEST_EXPORT_SUBDIR = "best_export"  # OUT/best_export/<model_name>/<version>/ (highest eval accuracy)
 DEFAULT_MODEL_NAME = "image_classifier"
 WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"
+
+# How many of the most likely classes a prediction lists (batch prediction's top_k and
+# the trainer's eval top-k accuracy default; TF Serving clients ask for their own).
+DEFAULT_TOP_K = 5
+# Batch prediction's output formats (trainer --mode predict and serving.batch_predict):
+# sharded JSON lines for pipelines, one CSV for people (common/prediction_records.py).
+PREDICTION_FORMATS = ("jsonl", "csv")

@@ -163,13 +163,13 @@ def write_dataset(directory, counts):
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory):
     """(output_dir, export_dir, data_dir) of a 2-step run on 16 train / 11 eval images."""
-    from trainer.settings import config
+    from trainer.settings import chain
     from trainer.estimator import loop
     root = tmp_path_factory.mktemp("run")
     data = write_dataset(root / "data", {"train": 16, "eval": NUM_GOOD_IMAGES})
     flags = dict(RUN_FLAGS, train_data_path=f"{data}/train-*", eval_data_path=f"{data}/eval-*",
                  output_dir=str(root / "out"))
-    export_dir = loop.run(config.parse_params([f"--{k}={v}" for k, v in flags.items()]))
+    export_dir = loop.run(chain.parse_params([f"--{k}={v}" for k, v in flags.items()]))
     return root / "out", export_dir, data
 
 

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from trainer.cloud import cluster, tf_config
-from trainer.settings import config
+from trainer.settings import chain
 from trainer.estimator import loop
 
 
@@ -126,7 +126,7 @@ def test_tpu_vm_local_resolver_only_with_use_tpu(tiny_argv, monkeypatch, argv, e
         calls.append(kwargs)
         raise RuntimeError("no TPU here")
     monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", record_resolver)
-    params = config.parse_params(tiny_argv + argv)
+    params = chain.parse_params(tiny_argv + argv)
     assert params["tpu"] == "local"
     if expected is None:
         loop.make_estimator(params)

@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from common import dataset_files
 from trainer import task
-from trainer.settings import config
+from trainer.settings import chain, dataset_info
 from trainer.estimator import export, loop
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 
@@ -98,7 +98,7 @@ def test_this_tensorflow_has_its_gcs_filesystem():
 def test_path_arithmetic_keeps_the_scheme(base):
     pattern = f"{base}/train-*"
     assert dataset_files.dataset_dir_of(pattern) == base
-    assert config.split_of(pattern, {"splits": {"train": {}, "eval": {}}}) == "train"
+    assert dataset_info.split_of(pattern, {"splits": {"train": {}, "eval": {}}}) == "train"
     assert os.path.dirname(os.path.join(base, "export", "m", "5")) == f"{base}/export/m"
 
 
@@ -127,8 +127,8 @@ def test_every_input_read_from_a_non_local_filesystem(tiny_dataset, tmp_path):
 def test_trainer_output_files_on_a_non_local_filesystem(tiny_params, tmp_path):
     out = f"ram://{tmp_path.name}/run"
     params = dict(tiny_params, output_dir=out)
-    assert config.write_params(params) == f"{out}/params.json"
-    assert config.read_saved_params(out)["output_dir"] == out
+    assert chain.write_params(params) == f"{out}/params.json"
+    assert chain.read_saved_params(out)["output_dir"] == out
     for step in (2, 4):
         loop.append_eval_result(out, {"global_step": step, "accuracy": step / 10})
     assert [r["global_step"] for r in loop.read_eval_results(out)] == [2, 4]

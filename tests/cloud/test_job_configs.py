@@ -18,7 +18,7 @@ import yaml
 from google.cloud.aiplatform_v1.types import custom_job, hyperparameter_tuning_job
 from google.protobuf import json_format
 
-from trainer.settings import config
+from trainer.settings import checks, table
 from trainer.run import early_stopping
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -137,16 +137,16 @@ def load(name):
 
 def check_trainer_values(name, values):
     """Each tuned value is a value of the trainer flag name that its params validation accepts."""
-    assert name in config.DEFAULTS, f"{name} is not a trainer flag"
+    assert name in table.DEFAULTS, f"{name} is not a trainer flag"
     for value in values:
-        params = dict(config.DEFAULTS, output_dir="/out", **{name: config.coerce(name, value)})
-        config.validate(params)  # raises ConfigError naming a bad value
+        params = dict(table.DEFAULTS, output_dir="/out", **{name: checks.coerce(name, value, "test")})
+        checks.check_params(params, {})  # raises ConfigError naming a bad value
 
 
 def test_ai_platform_tuning_tunes_trainer_flags_on_the_metric_it_reports():
     training = load("cloud/ai_platform_hptuning.yaml")["trainingInput"]
     spec = training["hyperparameters"]
-    metric = config.DEFAULTS["early_stopping_metric"]
+    metric = table.DEFAULTS["early_stopping_metric"]
     assert spec["hyperparameterMetricTag"] == metric
     assert spec["goal"] == ("MINIMIZE" if metric in early_stopping.LOWER_IS_BETTER else "MAXIMIZE")
     names = [p["parameterName"] for p in spec["params"]]
@@ -167,7 +167,7 @@ def validate_vertex_tuning_job(config_dict):
 def test_vertex_tuning_job_tunes_trainer_flags_on_the_metric_it_reports():
     job = validate_vertex_tuning_job(load("cloud/vertex_hptuning_job.yaml"))
     (metric,) = job.study_spec.metrics
-    assert metric.metric_id == config.DEFAULTS["early_stopping_metric"]
+    assert metric.metric_id == table.DEFAULTS["early_stopping_metric"]
     assert metric.goal == metric.GoalType.MAXIMIZE
     for param in job.study_spec.parameters:
         if param.HasField("categorical_value_spec"):
@@ -196,5 +196,5 @@ def test_tuning_validators_reject_typos():
 
 @pytest.mark.parametrize("name, value", [("resnet_depth", "21"), ("learning_rate", "-1")])
 def test_trainer_value_check_can_fail(name, value):
-    with pytest.raises(config.ConfigError, match=name):
+    with pytest.raises(checks.ConfigError, match=name):
         check_trainer_values(name, [value])

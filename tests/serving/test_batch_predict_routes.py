@@ -17,7 +17,7 @@ import pytest
 from common import export_predictor
 
 from serving import batch_predict
-from trainer.settings import config
+from trainer.settings import chain
 from trainer.estimator import loop
 
 BAD = {"missing.jpg": "missing_file", "empty.jpg": "empty_file", "corrupt.jpg": "corrupt_image"}
@@ -26,7 +26,7 @@ BAD = {"missing.jpg": "missing_file", "empty.jpg": "empty_file", "corrupt.jpg": 
 def run_trainer_predict(output_dir, predict_input, predictions_dir, *extra):
     argv = [f"--output_dir={output_dir}", "--mode=predict", f"--predict_input={predict_input}",
             f"--predict_output_dir={predictions_dir}", *extra]
-    return loop.run(config.parse_params(argv))
+    return loop.run(chain.parse_params(argv))
 
 
 def read_jsonl(pattern):
@@ -145,7 +145,7 @@ def test_chunked_prediction_matches_one_chunk(trained_run, input_csv, checkpoint
 
 
 def test_predict_without_a_checkpoint_names_the_output_dir(tmp_path, input_csv, trained_run):
-    params = config.parse_params([f"--output_dir={trained_run[0]}", "--mode=predict",
+    params = chain.parse_params([f"--output_dir={trained_run[0]}", "--mode=predict",
                                 f"--predict_input={input_csv}", f"--predict_output_dir={tmp_path}"])
     from trainer.estimator import predict
     with pytest.raises(FileNotFoundError, match="has no checkpoint to predict with"):

@@ -63,14 +63,14 @@ def check_saved_model_cli_output(text):
 def predict_with_estimator(out_dir, jpegs, record_path):
     """(a) Probabilities from the trainer's eval input path and model_fn on the checkpoint."""
     from common import record_schema
-    from trainer.settings import config
+    from trainer.settings import chain
     from trainer.data import input as input_lib
     from trainer.estimator import loop
     with tf.io.TFRecordWriter(str(record_path)) as writer:
         for i, jpeg in enumerate(jpegs):
             height, width = tf.image.extract_jpeg_shape(jpeg).numpy()[:2]
             writer.write(record_schema.make_example(jpeg, int(height), int(width), 0, "a", f"{i}.jpg"))
-    params = config.resolve({"output_dir": str(out_dir)})
+    params = chain.resolve({"output_dir": str(out_dir)})
     checkpoint, _ = loop.latest_checkpoint(str(out_dir))
     predictions = loop.make_estimator(params).predict(
         input_lib.make_input_fn(str(record_path), tf.estimator.ModeKeys.PREDICT),

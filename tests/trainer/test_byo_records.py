@@ -16,7 +16,7 @@ from common import dataset_files, export_predictor
 from tests.conftest import encode_image
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from trainer.data import byo_records, data_checks, input as input_lib
-from trainer.settings import config
+from trainer.settings import chain
 from trainer.estimator import loop
 
 # Three ImageNet synsets; imagenet_to_gcs numbers the sorted synsets from 1.
@@ -84,7 +84,7 @@ def test_tpu_records_train_evaluate_and_export_with_their_synsets(imagenet_dir, 
     # runs reached accuracy 1.0 here, 30 steps failed 2 of 10.
     argv = byo_argv(imagenet_dir, out, train_steps=80, steps_per_eval=80,
                     save_checkpoints_steps=80, learning_rate=0.3, dropout_rate=0.0)
-    params = config.parse_params(argv)
+    params = chain.parse_params(argv)
     assert params["labels"] == list(SYNSETS) and params["num_classes"] == 3
     assert (params["num_train_examples"], params["num_eval_examples"]) == (24, 9)
     exported = loop.run(params)
@@ -103,15 +103,15 @@ def test_tpu_records_train_evaluate_and_export_with_their_synsets(imagenet_dir, 
 
 def test_counts_are_read_once_then_come_from_the_cache(imagenet_dir, tmp_path, monkeypatch):
     argv = byo_argv(imagenet_dir, tmp_path / "out")
-    first = config.parse_params(argv)
+    first = chain.parse_params(argv)
     monkeypatch.setattr(byo_records, "scan_file", lambda path: pytest.fail(f"{path} read again"))
-    again = config.parse_params(argv)
+    again = chain.parse_params(argv)
     assert (again["num_train_examples"], again["num_eval_examples"], again["labels"]) == (
         24, 9, first["labels"])
 
 
 def test_cached_counts_are_not_read_again_before_a_run(imagenet_dir, tmp_path, monkeypatch):
-    params = config.parse_params(byo_argv(imagenet_dir, tmp_path / "out"))
+    params = chain.parse_params(byo_argv(imagenet_dir, tmp_path / "out"))
     monkeypatch.setattr(input_lib, "count_records", lambda files: pytest.fail("counted again"))
     data_checks.check_before_run(params)  # the eval count matches OUT/record_counts.json
     shard = imagenet_dir / "validation-00000-of-00001"
@@ -124,26 +124,26 @@ def test_cached_counts_are_not_read_again_before_a_run(imagenet_dir, tmp_path, m
 def test_validation_is_an_eval_split_name_of_this_projects_datasets_too(write_tfrecord_dataset,
                                                                        tmp_path):
     data = write_tfrecord_dataset(counts={"train": 12, "validation": 5}, size=20)
-    params = config.parse_params(as_argv(dict(
+    params = chain.parse_params(as_argv(dict(
         TINY_FLAGS, train_data_path=f"{data}/train-*", eval_data_path=f"{data}/validation-*",
         output_dir=tmp_path / "out")))
     assert (params["num_train_examples"], params["num_eval_examples"]) == (12, 5)
 
 
 def test_counts_given_by_flags_skip_the_pass(imagenet_dir, tmp_path, monkeypatch):
-    counted = config.parse_params(byo_argv(imagenet_dir, tmp_path / "counted"))
-    config.write_params(counted)  # a run that counted and named its classes
+    counted = chain.parse_params(byo_argv(imagenet_dir, tmp_path / "counted"))
+    chain.write_params(counted)  # a run that counted and named its classes
     monkeypatch.setattr(byo_records, "scan_file", lambda path: pytest.fail(f"{path} was read"))
     given = {"num_train_examples": 24, "num_eval_examples": 9}
-    params = config.parse_params(byo_argv(imagenet_dir, tmp_path / "out", **given))
+    params = chain.parse_params(byo_argv(imagenet_dir, tmp_path / "out", **given))
     assert params["labels"] == ["0", "1", "2"]  # no pass, no names: the 0-based ids
     assert not (tmp_path / "out" / byo_records.CACHE_FILE).exists()
-    resumed = config.parse_params(byo_argv(imagenet_dir, tmp_path / "counted", **given))
+    resumed = chain.parse_params(byo_argv(imagenet_dir, tmp_path / "counted", **given))
     assert resumed["labels"] == list(SYNSETS)  # the run's own names, from its params.json
 
 
 def test_a_wrong_eval_count_given_by_flag_is_named(imagenet_dir, tmp_path):
-    params = config.parse_params(byo_argv(imagenet_dir, tmp_path / "out", num_eval_examples=10))
+    params = chain.parse_params(byo_argv(imagenet_dir, tmp_path / "out", num_eval_examples=10))
     with pytest.raises(dataset_files.DatasetError,
                        match=r"holds 9 records, but --num_eval_examples .* counts 10: correct"):
         data_checks.check_before_run(params)
@@ -183,12 +183,12 @@ def test_label_convention_mistakes_are_named(imagenet_dir, tmp_path, flags, data
     argv = [arg for arg in byo_argv(directory, tmp_path / "out")
             if arg.split("=")[0].lstrip("-") not in flags] + as_argv(flags)
     with pytest.raises(ValueError, match=error):
-        config.parse_params(argv)
+        chain.parse_params(argv)
 
 
 def test_class_names_come_from_image_class_text_without_a_synset(tmp_path):
     """This project's records moved away from their labels.txt: 0-based, names in image/class/text."""
     directory = write_zero_based(tmp_path / "zero")
-    params = config.parse_params([arg for arg in byo_argv(directory, tmp_path / "out")
+    params = chain.parse_params([arg for arg in byo_argv(directory, tmp_path / "out")
                                   if not arg.startswith("--label_offset")])
     assert params["labels"] == list(SYNSETS) and params["label_offset"] == 0

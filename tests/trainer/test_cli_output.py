@@ -21,7 +21,7 @@ def run_module(module, *argv):
 def test_every_setting_has_one_described_flag_in_a_group():
     docs = flag_help.read_flag_docs()
     keys = [key for _, entries in docs for key, _ in entries]
-    assert sorted(keys) == sorted(config.DEFAULTS) and len(keys) == len(set(keys))
+    assert sorted(keys) == sorted(table.DEFAULTS) and len(keys) == len(set(keys))
     undocumented = [key for _, entries in docs for key, text in entries if not text]
     assert not undocumented, f"add a comment beside these defaults: {undocumented}"
     assert [title for title, _ in docs][:2] == ["Run", "TPU"]

@@ -12,7 +12,7 @@ import pytest
 
 from common import signature
 from tests.trainer.conftest import TINY_FLAGS, as_argv
-from trainer.settings import config
+from trainer.settings import chain, checks, table
 from trainer.estimator import continuous_eval, loop
 from trainer.run import output_lock
 
@@ -30,7 +30,7 @@ def test_evaluates_each_checkpoint_of_a_running_trainer_once(tiny_dataset, tmp_p
                         train_steps=6, keep_checkpoint_max=5))
     trainer = start_trainer(argv + ["--mode=train"])
     try:
-        evaluator = config.parse_params(argv + ["--mode=continuous_eval", "--eval_timeout_secs=240"])
+        evaluator = chain.parse_params(argv + ["--mode=continuous_eval", "--eval_timeout_secs=240"])
         records = loop.run(evaluator)  # returns once the trainer's final step is evaluated
         holder = (out / output_lock.LOCK_FILE).read_text()
     finally:
@@ -43,16 +43,16 @@ def test_evaluates_each_checkpoint_of_a_running_trainer_once(tiny_dataset, tmp_p
     best = max(records, key=lambda r: r["accuracy"])  # the first of equals is the best
     best_base = out / signature.BEST_EXPORT_SUBDIR / "image_classifier"
     assert os.listdir(best_base) == [str(best["global_step"])]
-    assert json.loads((out / config.PARAMS_FILE).read_text())["mode"] == "train"  # the trainer's
+    assert json.loads((out / table.PARAMS_FILE).read_text())["mode"] == "train"  # the trainer's
     assert loop.run(evaluator) == []  # the final step is evaluated: nothing to wait for
 
 
 def test_exits_after_the_timeout_without_a_checkpoint(tiny_argv, tmp_path):
-    params = config.parse_params(tiny_argv + ["--mode=continuous_eval", "--eval_timeout_secs=1"])
+    params = chain.parse_params(tiny_argv + ["--mode=continuous_eval", "--eval_timeout_secs=1"])
     start = time.monotonic()
     assert loop.run(params) == []
     assert time.monotonic() - start < 1 + 2 * continuous_eval.POLL_SECS + 5
-    assert not (tmp_path / "out" / config.PARAMS_FILE).exists()  # params.json is a trainer's
+    assert not (tmp_path / "out" / table.PARAMS_FILE).exists()  # params.json is a trainer's
 
 
 @pytest.mark.parametrize("flags, reason", [
@@ -61,7 +61,7 @@ def test_exits_after_the_timeout_without_a_checkpoint(tiny_argv, tmp_path):
 ])
 def test_a_checkpoint_of_another_model_is_refused(tiny_params, flags, reason, tmp_path):
     """The evaluator started first (no params.json yet), then the trainer wrote its checkpoint."""
-    evaluator = config.parse_params(as_argv(dict(
+    evaluator = chain.parse_params(as_argv(dict(
         TINY_FLAGS, eval_data_path=tiny_params["eval_data_path"],
         output_dir=tiny_params["output_dir"], **flags)))
     loop.run(dict(tiny_params, train_steps=2, steps_per_eval=2))
@@ -70,5 +70,5 @@ def test_a_checkpoint_of_another_model_is_refused(tiny_params, flags, reason, tm
         assert continuous_eval.evaluate_checkpoint(None, evaluator, checkpoint) is None
         return
     os.remove(os.path.join(tiny_params["output_dir"], loop.RESULTS_FILE))
-    with pytest.raises(config.ConfigError, match=reason.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(checks.ConfigError, match=reason.replace("[", r"\[").replace("]", r"\]")):
         continuous_eval.evaluate_checkpoint(None, evaluator, checkpoint)

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from common import signature
 from tests.trainer.conftest import TINY_FLAGS, as_argv
-from trainer.settings import config
+from trainer.settings import chain, checks
 from trainer.run import early_stopping
 from trainer.estimator import evaluation, export, loop
 
@@ -44,12 +44,12 @@ def test_stop_reason(patience, reason):
 @pytest.mark.parametrize("metric, ok", [("accuracy", True), ("top_5_accuracy", True), ("loss", True),
                                         ("auc", False), ("accuracy ", False)])
 def test_metric_names_are_checked_before_a_run(metric, ok):
-    assert (early_stopping.metric_problem(metric) is None) == ok
+    assert (checks.value_problem("early_stopping_metric", metric) is None) == ok
 
 
 def test_an_unknown_metric_fails_at_the_command_line(tiny_argv):
-    with pytest.raises(config.ConfigError, match="early_stopping_metric='auc' is not an eval metric"):
-        config.parse_params(tiny_argv + ["--early_stopping_metric=auc"])
+    with pytest.raises(checks.ConfigError, match=r"early_stopping_metric='auc' \(flag --early_stopping_metric\) must be an eval metric"):
+        chain.parse_params(tiny_argv + ["--early_stopping_metric=auc"])
 
 
 def rewrite_results(out, accuracies):
@@ -68,12 +68,12 @@ def test_a_resumed_run_remembers_its_patience_stops_and_exports_its_best(tiny_da
     out = tmp_path / "out"
     flags = dict(TINY_FLAGS, train_data_path=f"{tiny_dataset}/train-*",
                  eval_data_path=f"{tiny_dataset}/eval-*", output_dir=out)
-    loop.run(config.parse_params(as_argv(flags)))  # evaluations at steps 2 and 4
+    loop.run(chain.parse_params(as_argv(flags)))  # evaluations at steps 2 and 4
     # The step-2 evaluation was the best (accuracy 1.0 cannot be beaten), step 4's is one
     # evaluation without improvement: with patience 2, one more evaluation stops the run.
     best_export = rewrite_results(out, [1.0, 0.5])
     resumed = dict(flags, train_steps=40, early_stopping_patience=2)
-    exported = loop.run(config.parse_params(as_argv(resumed)))
+    exported = loop.run(chain.parse_params(as_argv(resumed)))
     assert loop.latest_checkpoint(str(out))[1] == 6  # one round, not 40 steps
     assert exported == os.path.join(out, signature.EXPORT_SUBDIR, "image_classifier", "2")
     export.check_export(exported)
@@ -82,5 +82,5 @@ def test_a_resumed_run_remembers_its_patience_stops_and_exports_its_best(tiny_da
     assert (why["stopped_at_step"], why["best_step"], why["best_value"], why["patience"]) == (6, 2, 1.0, 2)
     assert why["reason"].startswith("accuracy did not improve on 1 (step 2) in 2 evaluations")
     assert [r["evaluations_without_improvement"] for r in loop.read_eval_results(out)][-1] == 2
-    assert loop.run(config.parse_params(as_argv(resumed))) == exported  # a rerun stops again
+    assert loop.run(chain.parse_params(as_argv(resumed))) == exported  # a rerun stops again
     assert loop.latest_checkpoint(str(out))[1] == 6

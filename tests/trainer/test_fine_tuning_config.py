@@ -1,4 +1,4 @@
-"""The fine-tuning settings in trainer/settings/config.py: validated by name, and part of a run's identity.
+"""The fine-tuning settings in trainer/settings/table.py: validated by name, and part of a run's identity.
 
     .venv/bin/python -m pytest tests/trainer/test_fine_tuning_config.py
 """
@@ -8,13 +8,13 @@ import pytest
 import tensorflow as tf
 
 from tests.trainer.conftest import as_argv
-from trainer.settings import config
+from trainer.settings import chain, checks
 
 
 def parse(tiny_argv, **flags):
     """parse_params of tiny_argv plus flags; a True value is a bare boolean flag."""
     booleans = [f"--{key}" for key, value in flags.items() if value is True]
-    return config.parse_params(tiny_argv + as_argv({k: v for k, v in flags.items() if v is not True})
+    return chain.parse_params(tiny_argv + as_argv({k: v for k, v in flags.items() if v is not True})
                                + booleans)
 
 
@@ -30,28 +30,30 @@ def test_defaults_keep_the_run_as_it_was(tiny_params):
 
 
 @pytest.mark.parametrize("flags, message", [
-    ({"lr_schedule": "linear"}, "lr_schedule='linear' is not one of ['cosine', 'step']"),
-    ({"label_smoothing": "1.0"}, "label_smoothing=1.0 must be in [0, 1)"),
-    ({"moving_average_decay": "-0.1"}, "moving_average_decay=-0.1 must be in [0, 1)"),
+    ({"lr_schedule": "linear"}, "lr_schedule='linear' (flag --lr_schedule) must be one of ['cosine', 'step']"),
+    ({"label_smoothing": "1.0"}, "label_smoothing=1.0 (flag --label_smoothing) must be in [0, 1)"),
+    ({"moving_average_decay": "-0.1"}, "moving_average_decay=-0.1 (flag --moving_average_decay) must be in [0, 1)"),
     ({"model": "mobilenet_v2", "backbone_learning_rate_multiplier": "0"},
-     "backbone_learning_rate_multiplier=0.0 must be > 0 (--freeze_backbone trains the head only)"),
-    ({"freeze_backbone": True}, "freeze_backbone needs a network with a backbone, not "
-                                  "model='small_cnn' (one of ['efficientnet_b0', 'hub', "
-                                  "'mobilenet_v2', 'resnet50'])"),
-    ({"backbone_learning_rate_multiplier": "0.1"}, "backbone_learning_rate_multiplier needs a network"),
-    ({"model": "hub"}, "model='hub' needs --hub_module PATH"),
-    ({"hub_module": "/m"}, "hub_module='/m' is only read by --model hub, not 'small_cnn'"),
-    ({"model": "resnet50"}, "image_size=16 is too small for model='resnet50' (at least 32)"),
-    ({"warm_start_exclude": "logits/("}, "warm_start_exclude='logits/(' is not a regular expression"),
+     "backbone_learning_rate_multiplier=0.0 (flag --backbone_learning_rate_multiplier) must be > 0"),
+    ({"freeze_backbone": True}, "freeze_backbone=True (flag --freeze_backbone) needs a network with a "
+                                  "backbone, not model='small_cnn' (default) (one of ['resnet50', "
+                                  "'efficientnet_b0', 'mobilenet_v2', 'hub'])"),
+    ({"backbone_learning_rate_multiplier": "0.1"}, "backbone_learning_rate_multiplier=0.1 (flag "
+                                                   "--backbone_learning_rate_multiplier) needs a network"),
+    ({"model": "hub"}, "model='hub' (flag --model) needs --hub_module PATH"),
+    ({"hub_module": "/m"}, "hub_module='/m' (flag --hub_module) is only read by --model hub, not 'small_cnn'"),
+    ({"model": "resnet50"}, "image_size=16 (flag --image_size) is too small for model='resnet50' (at least 32)"),
+    ({"warm_start_exclude": "logits/("}, "warm_start_exclude='logits/(' (flag --warm_start_exclude) must be "
+                                         "a regular expression"),
 ])
 def test_bad_fine_tuning_settings_are_named(tiny_argv, flags, message):
-    with pytest.raises(config.ConfigError, match=re.escape(message)):
+    with pytest.raises(checks.ConfigError, match=re.escape(message)):
         parse(tiny_argv, **flags)
 
 
 def fake_checkpoint(params):
     """params.json and a checkpoint in params["output_dir"]: a run that has started."""
-    config.write_params(params)
+    chain.write_params(params)
     with tf.Graph().as_default(), tf.compat.v1.Session() as session:
         step = tf.compat.v1.train.get_or_create_global_step()
         session.run(step.initializer)
@@ -66,7 +68,7 @@ def fake_checkpoint(params):
 ])
 def test_resuming_with_another_graph_is_refused(tiny_argv, first, second, change):
     fake_checkpoint(parse(tiny_argv, **first))
-    with pytest.raises(config.ConfigError, match=re.escape(change)):
+    with pytest.raises(checks.ConfigError, match=re.escape(change)):
         parse(tiny_argv, **second)
     # What only steers training may change between rounds.
     resumed = parse(tiny_argv, **first, label_smoothing="0.1", lr_schedule="step")

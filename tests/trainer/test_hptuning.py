@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from trainer.settings import config
+from trainer.settings import chain
 from trainer.estimator import evaluation, loop
 from trainer.cloud import hptuning
 from trainer.data import input as input_lib
@@ -29,7 +29,7 @@ def test_trial_id_from_tf_config_or_the_vertex_variable(environ, trial):
 
 def test_a_trial_resolves_into_its_own_directory(tiny_argv, tmp_path, monkeypatch):
     monkeypatch.setenv("CLOUD_ML_TRIAL_ID", "4")
-    params = config.parse_params(tiny_argv)
+    params = chain.parse_params(tiny_argv)
     assert params["output_dir"] == str(tmp_path / "out" / "4")
 
 

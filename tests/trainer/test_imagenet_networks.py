@@ -15,13 +15,13 @@ from common import signature
 from tests.conftest import encode_image, pattern_image
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from tests.trainer.fine_tune_helpers import write_hub_module
-from trainer.settings import config
+from trainer.settings import chain
 from trainer.estimator import loop
 
 
 def train_and_export(data, out, *booleans, **flags):
     """Runs the loop to its final export; returns (params, export dir)."""
-    params = config.parse_params(as_argv(dict(
+    params = chain.parse_params(as_argv(dict(
         TINY_FLAGS, train_data_path=f"{data}/train-*", eval_data_path=f"{data}/eval-*",
         output_dir=out, **flags)) + [f"--{flag}" for flag in booleans])
     return params, loop.run(params)

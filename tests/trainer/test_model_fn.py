@@ -163,9 +163,9 @@ def test_host_call_writes_tensorboard_scalars(tiny_params, tmp_path):
 
 def test_cpu_training_writes_input_images_and_training_accuracy(tiny_argv):
     """Off TPU: TensorBoard gets the first training images ([0, 1], 3 of them) and accuracy."""
-    from trainer.settings import config
+    from trainer.settings import chain
     from trainer.estimator import loop
-    params = config.parse_params(tiny_argv + ["--train_steps=2", "--steps_per_eval=2",
+    params = chain.parse_params(tiny_argv + ["--train_steps=2", "--steps_per_eval=2",
                                               "--save_summary_steps=1"])
     loop.run(params)
     images, scalars = [], set()

@@ -22,7 +22,7 @@ import uuid
 import pytest
 
 from trainer import task
-from trainer.settings import config
+from trainer.settings import checks
 from trainer.estimator import evaluation, loop
 from trainer.run import gcs_lease, output_lock
 
@@ -220,7 +220,7 @@ def test_recording_results_takes_over_an_expired_holder(bucket, out, short_lease
 
 
 def test_a_missing_bucket_is_one_config_error(gcs_bucket):
-    with pytest.raises(config.ConfigError, match=r"^cannot write the lease gs://no-such-bucket/"
+    with pytest.raises(checks.ConfigError, match=r"^cannot write the lease gs://no-such-bucket/"
                                                  r"out/trainer.lock: its bucket does not exist$"):
         with output_lock.hold_output_dir("gs://no-such-bucket/out"):
             pass
@@ -234,7 +234,7 @@ def test_no_credentials_is_one_config_error(monkeypatch, tmp_path):
     for name in ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))  # no gcloud login either
-    with pytest.raises(config.ConfigError, match=r"^no Google Cloud credentials to write the lease "
+    with pytest.raises(checks.ConfigError, match=r"^no Google Cloud credentials to write the lease "
                                                  r"gs://b/out/trainer.lock: run `gcloud auth"):
         with output_lock.hold_output_dir("gs://b/out"):
             pass

@@ -8,13 +8,13 @@ import pytest
 import tensorflow as tf
 
 from common import signature
-from trainer.settings import config
+from trainer.settings import table
 from trainer.estimator import model, predict, xla_check
 
 
 @pytest.mark.parametrize("transpose_input", [False, True])
 def test_predict_step_compiles_under_xla_with_static_shapes(make_jpeg, transpose_input):
-    params = dict(config.DEFAULTS, use_tpu=True, image_size=16, cnn_filters=[4, 8], dense_units=16,
+    params = dict(table.DEFAULTS, use_tpu=True, image_size=16, cnn_filters=[4, 8], dense_units=16,
                   labels=["a", "b", "c"], num_classes=3, batch_size=4, transpose_input=transpose_input)
     jpegs = [make_jpeg(seed=i, height=12 + i) for i in range(6)]  # 2 batches, the last padded
     graph = tf.Graph()

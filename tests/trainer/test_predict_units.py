@@ -10,7 +10,7 @@ import os
 import pytest
 
 from common import prediction_inputs, prediction_records
-from trainer.settings import config
+from trainer.settings import chain, checks, table
 from trainer.estimator import predict
 
 
@@ -73,23 +73,23 @@ def test_malformed_uri_line_is_named(line):
 
 
 @pytest.mark.parametrize("overrides,message", [
-    ({"mode": "predict"}, "needs predict_input"),
+    ({"mode": "predict"}, "needs --predict_input"),
     ({"predict_format": "xml"}, "predict_format='xml'"),
 ])
 def test_bad_predict_settings_are_named(overrides, message):
-    params = dict(config.DEFAULTS, output_dir="/tmp/x", **overrides)
-    with pytest.raises(config.ConfigError, match=message):
-        config.validate(params)
+    params = dict(table.DEFAULTS, output_dir="/tmp/x", **overrides)
+    with pytest.raises(checks.ConfigError, match=message):
+        checks.check_params(params, {})
 
 
 @pytest.mark.parametrize("key,value", [
     ("predict_input", "a.csv"), ("predict_export_dir", "/e/1"), ("predict_output_dir", "/p"),
     ("predict_format", "csv")])
 def test_one_prediction_command_does_not_steer_the_next(tmp_path, key, value):
-    config.write_params(dict(config.DEFAULTS, output_dir=str(tmp_path), mode="predict", **{key: value}))
-    saved = config.read_saved_params(str(tmp_path))
+    chain.write_params(dict(table.DEFAULTS, output_dir=str(tmp_path), mode="predict", **{key: value}))
+    saved = chain.read_saved_params(str(tmp_path))
     assert key not in saved and "mode" not in saved
-    assert saved["image_size"] == config.DEFAULTS["image_size"]  # model settings carry over
+    assert saved["image_size"] == table.DEFAULTS["image_size"]  # model settings carry over
 
 
 @pytest.mark.parametrize("num_images,num_hosts,replicas_per_host", [(11, 3, 2), (5, 4, 1)])

@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 from tests.trainer.conftest import TINY_FLAGS, as_argv
-from trainer.settings import config
+from trainer.settings import chain, table
 from trainer.estimator import loop
 
 
@@ -40,13 +40,13 @@ def data_argv(data, out):
 def finished_run(tiny_dataset, tmp_path):
     """(argv, output_dir) of a tiny run trained to its end, in this process."""
     argv = data_argv(tiny_dataset, tmp_path / "out")
-    loop.run(config.parse_params(argv))
+    loop.run(chain.parse_params(argv))
     return argv, tmp_path / "out"
 
 
 def test_resuming_with_another_class_count_is_refused(finished_run, write_tfrecord_dataset):
     argv, out = finished_run
-    params_before = (out / config.PARAMS_FILE).read_bytes()
+    params_before = (out / table.PARAMS_FILE).read_bytes()
     four = write_tfrecord_dataset({"train": 24, "eval": 11}, labels=("cat", "dog", "fish", "owl"),
                                   size=20, shards=2, name="four")
     result = run_task(*data_argv(four, out))
@@ -54,18 +54,18 @@ def test_resuming_with_another_class_count_is_refused(finished_run, write_tfreco
     line = error_line(result)
     assert "holds checkpoints of a run built with other settings" in line
     assert "labels +['owl'] -[]" in line and "num_classes 3 -> 4" in line
-    assert (out / config.PARAMS_FILE).read_bytes() == params_before  # not rewritten
+    assert (out / table.PARAMS_FILE).read_bytes() == params_before  # not rewritten
 
 
 def test_changing_the_network_is_refused_but_steps_may_change(finished_run):
     argv, out = finished_run
-    params_before = (out / config.PARAMS_FILE).read_bytes()
+    params_before = (out / table.PARAMS_FILE).read_bytes()
     result = run_task(*argv, "--cnn_filters=8,16", "--image_size=24")
     assert result.returncode == 2
     line = error_line(result)
     assert "image_size 16 -> 24" in line and "cnn_filters [4, 8] -> [8, 16]" in line
-    assert (out / config.PARAMS_FILE).read_bytes() == params_before
-    assert config.parse_params(argv + ["--train_steps=6", "--steps_per_eval=3"])["train_steps"] == 6
+    assert (out / table.PARAMS_FILE).read_bytes() == params_before
+    assert chain.parse_params(argv + ["--train_steps=6", "--steps_per_eval=3"])["train_steps"] == 6
 
 
 def wait_for_lock_holder(out, process, seconds=120):
@@ -113,7 +113,7 @@ def test_an_eval_split_shorter_than_its_metadata_fails_before_training(tiny_data
     assert result.returncode == 2
     assert (f"eval_data_path='{tiny_dataset}/eval-*' holds 10 records, but metadata.json beside "
             f"it counts 11") in error_line(result)
-    assert not (tmp_path / "out" / config.PARAMS_FILE).exists()
+    assert not (tmp_path / "out" / table.PARAMS_FILE).exists()
 
 
 @pytest.mark.parametrize("split", ["train", "eval"])
@@ -153,4 +153,4 @@ def test_tpu_without_credentials_is_one_line_within_seconds(tiny_dataset, tmp_pa
         "error: use_tpu: no Google Cloud credentials to look up --tpu='my-tpu': run "
         "`gcloud auth application-default login`")
     assert time.monotonic() - start < 60
-    assert not (tmp_path / "out" / config.PARAMS_FILE).exists()
+    assert not (tmp_path / "out" / table.PARAMS_FILE).exists()

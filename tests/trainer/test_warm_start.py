@@ -16,7 +16,7 @@ import tensorflow as tf
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from tests.trainer.fine_tune_helpers import write_backbone_weights
 from trainer import nets, task
-from trainer.settings import config
+from trainer.settings import chain
 from trainer.estimator import loop, model, warm_start
 
 ModeKeys = tf.estimator.ModeKeys
@@ -62,7 +62,7 @@ def ten_class_run(write_tfrecord_dataset, tmp_path):
     """The output directory of a finished 10-class small_cnn run."""
     data = write_tfrecord_dataset({"train": 20, "eval": 10}, labels=DIGITS, size=20, name="ten")
     out = tmp_path / "ten_classes"
-    loop.run(config.parse_params(run_argv(data, out)))
+    loop.run(chain.parse_params(run_argv(data, out)))
     return out
 
 
@@ -71,7 +71,7 @@ def ten_class_checkpoint(five_class_data, tmp_path):
     """An output directory holding a 10-class small_cnn's step-0 checkpoint and params.json:
     what the mismatch tests need of a source, without training one."""
     out = tmp_path / "ten_classes"
-    params = dict(config.parse_params(run_argv(five_class_data, out)), labels=list(DIGITS),
+    params = dict(chain.parse_params(run_argv(five_class_data, out)), labels=list(DIGITS),
                   num_classes=10)
     with tf.Graph().as_default() as graph:
         features = {"image": tf.zeros([2, 16, 16, 3]), "weight": tf.ones([2])}
@@ -79,7 +79,7 @@ def ten_class_checkpoint(five_class_data, tmp_path):
         with tf.compat.v1.Session(graph=graph) as session:
             session.run(tf.compat.v1.global_variables_initializer())
             tf.compat.v1.train.Saver().save(session, str(out / "model.ckpt"), global_step=0)
-    config.write_params(params)
+    chain.write_params(params)
     return out
 
 
@@ -87,7 +87,7 @@ def test_a_five_class_run_starts_from_a_ten_class_run_and_exports(
         ten_class_run, five_class_data, tmp_path, capsys):
     out = tmp_path / "five_classes"
     argv = run_argv(five_class_data, out, warm_start_from=ten_class_run)
-    params = config.parse_params(argv)
+    params = chain.parse_params(argv)
     warm_start.prepare(params, 0)
     source = tf.train.latest_checkpoint(str(ten_class_run))
     start = initial_values(params)
@@ -102,9 +102,9 @@ def test_a_five_class_run_starts_from_a_ten_class_run_and_exports(
 def test_a_resumed_run_ignores_warm_start_and_says_so(
         ten_class_checkpoint, five_class_data, tmp_path, caplog):
     out = tmp_path / "five_classes"
-    loop.run(config.parse_params(run_argv(five_class_data, out, train_steps=2)))
+    loop.run(chain.parse_params(run_argv(five_class_data, out, train_steps=2)))
     trained = tf.train.load_variable(tf.train.latest_checkpoint(str(out)), "conv0/kernel")
-    params = config.parse_params(run_argv(five_class_data, out, warm_start_from=ten_class_checkpoint))
+    params = chain.parse_params(run_argv(five_class_data, out, warm_start_from=ten_class_checkpoint))
     with caplog.at_level(logging.INFO):
         loop.run(params)
     assert f"warm_start_from='{ten_class_checkpoint}' ignored: output_dir already has checkpoints " \
@@ -156,7 +156,7 @@ def test_keras_weights_warm_start_the_backbone(five_class_data, tmp_path, suffix
     variables at step 0, batch-norm statistics included; the head stays fresh."""
     path = tmp_path / f"mobilenet_v2_no_top{suffix}"
     weights = write_backbone_weights("mobilenet_v2", 32, path)
-    params = config.parse_params(run_argv(five_class_data, tmp_path / "out", model="mobilenet_v2",
+    params = chain.parse_params(run_argv(five_class_data, tmp_path / "out", model="mobilenet_v2",
                                           image_size=32, warm_start_from=path))
     checkpoint = warm_start.prepare(params, 0)
     assert checkpoint == str(tmp_path / "out" / "warm_start" / "keras_weights")

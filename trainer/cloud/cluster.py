@@ -25,7 +25,7 @@ import time
 
 import tensorflow as tf
 
-from trainer.settings import config
+from trainer.settings import table
 from trainer.data import input as input_lib
 from trainer.estimator import loop
 from trainer.cloud.tf_config import (CHIEF_TYPES, TRAINER_TYPES, ClusterError, is_ps_cluster,
@@ -127,7 +127,7 @@ def run_trainer(params, tf_config):
     try:
         if task_type in CHIEF_TYPES:
             return loop.run(params)
-        if params["mode"] in config.TRAIN_MODES:  # train: a separate eval job evaluates
+        if params["mode"] in table.TRAIN_MODES:  # train: a separate eval job evaluates
             train_worker(params, f"{task_type}/{index}")
         return None
     finally:

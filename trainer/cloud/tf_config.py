@@ -11,11 +11,13 @@ import os
 import tensorflow as tf
 from tensorflow.core.protobuf import rewriter_config_pb2
 
+from common.user_errors import UserError
+
 CHIEF_TYPES = ("chief", "master")  # "master" is the TF 1.x name of the chief
 TRAINER_TYPES = CHIEF_TYPES + ("worker",)
 
 
-class ClusterError(ValueError):
+class ClusterError(UserError):
     """TF_CONFIG describes a cluster or a task this trainer cannot run."""
 
 

@@ -9,7 +9,7 @@ image/class/label; common/record_schema.py), but:
     string), not image/class/text;
   * the eval split is validation-*, and files have no extension (train-00000-of-01024);
   * there is no labels.txt or metadata.json.
-A data directory with neither file is read this way (trainer/settings/config.py): --num_classes
+A data directory with neither file is read this way (trainer/settings/table.py): --num_classes
 gives the class count and --label_offset 1 makes the ids 0-based (trainer/data/input.py
 subtracts it from every label). The split sizes, the class names and the range of the
 label ids are read from the records in one pass (no image is decoded) and cached in

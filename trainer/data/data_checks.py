@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from common.dataset_files import DatasetError
 from trainer.data import byo_records, input as input_lib
-from trainer.settings import config
+from trainer.settings import dataset_info, table
 
 RERUN = "re-run preprocessing (into a fresh output directory) and train again"
 RECOUNT = "correct --num_eval_examples, or leave it unset to count them"
@@ -25,7 +25,7 @@ RECOUNT = "correct --num_eval_examples, or leave it unset to count them"
 def check_before_run(params):
     """DatasetError naming the first file or count that does not match metadata.json
     (or, for records without one, --num_eval_examples / OUT/record_counts.json)."""
-    if params["mode"] in config.EVAL_MODES:
+    if params["mode"] in table.EVAL_MODES:
         pattern = params["eval_data_path"]
         files = input_lib.list_files(pattern)
         # Your own records counted into OUT/record_counts.json at their current size need no recount.
@@ -36,7 +36,7 @@ def check_before_run(params):
             raise DatasetError(f"eval_data_path={pattern!r} holds {found} records, but "
                                f"{count_source(pattern)} counts {params['num_eval_examples']}: "
                                f"{fix_for_count(pattern)}")
-    if params["mode"] in config.TRAIN_MODES and not is_own(params["train_data_path"]):
+    if params["mode"] in table.TRAIN_MODES and not is_own(params["train_data_path"]):
         check_shard_count(params["train_data_path"])
 
 
@@ -60,8 +60,8 @@ def count_source(pattern):
 
 def check_shard_count(pattern):
     """The glob must match every shard of its split, as metadata.json lists them."""
-    _, dataset_metadata = config.read_dataset_info(pattern)
-    split = config.split_of(pattern, dataset_metadata)
+    _, dataset_metadata = dataset_info.read_dataset_info(pattern)
+    split = dataset_info.split_of(pattern, dataset_metadata)
     expected = dataset_metadata["splits"][split]["shards"]
     found = len(input_lib.list_files(pattern))
     if found != expected:

@@ -10,7 +10,7 @@ input_fn yields (features, labels), every shape static:
   labels              int32 [B], 0-based (common/record_schema.py).
 B is params["batch_size"], the per-core (PER_HOST_V2) batch TPUEstimator passes.
 
-params keys read here (defaults live in trainer/settings/config.py, nowhere else):
+params keys read here (defaults live in trainer/settings/table.py, nowhere else):
   num_classes      int: from labels.txt (or --num_classes); every label is checked to be below it.
   label_offset     int: subtracted from each record's image/class/label (1 for tensorflow/tpu's
                    1-based ImageNet records, trainer/data/byo_records.py); 0 for this project's.
@@ -35,6 +35,7 @@ import sys
 import tensorflow as tf
 
 from common import dataset_files, image_ops, record_schema
+from trainer.settings import checks
 
 ModeKeys = tf.estimator.ModeKeys
 AUTOTUNE = tf.data.AUTOTUNE
@@ -75,15 +76,21 @@ def first_line(message):
     return message.strip().splitlines()[0] if message.strip() else "no message"
 
 
+# The settings input_fn reads; their rules are the table's (trainer/settings/table.py).
+INPUT_SETTINGS = ("image_size", "num_classes", "min_crop_area", "shuffle_buffer")
+
+
 def validate_params(params):
-    """Rejects bad input params by name, before any graph is built."""
-    for key in ("batch_size", "image_size", "num_classes"):
-        if int(params[key]) <= 0:
-            raise ValueError(f"{key}={params[key]} must be a positive integer")
-    if not 0.0 < float(params["min_crop_area"]) <= 1.0:
-        raise ValueError(f"min_crop_area={params['min_crop_area']} must be in (0, 1]")
-    if int(params["shuffle_buffer"]) < 1:
-        raise ValueError(f"shuffle_buffer={params['shuffle_buffer']} must be >= 1")
+    """Rejects bad input params by name, before any graph is built: the table's rule for each
+    setting read here (params may be hand-built, e.g. by bench/), and TPUEstimator's batch_size."""
+    if int(params["batch_size"]) <= 0:
+        raise ValueError(f"batch_size={params['batch_size']} must be a positive integer")
+    if int(params["num_classes"]) <= 0:
+        raise ValueError(f"num_classes={params['num_classes']}: the class count is not known yet")
+    for key in INPUT_SETTINGS:
+        problem = checks.value_problem(key, params[key])
+        if problem:
+            raise ValueError(f"{key}={params[key]!r} {problem}")
 
 
 def input_shard(params):

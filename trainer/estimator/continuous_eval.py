@@ -24,7 +24,7 @@ import time
 
 import tensorflow as tf
 
-from trainer.settings import config
+from trainer.settings import chain
 from trainer.estimator import evaluation
 
 STAGING_SUBDIR = "continuous_eval"  # OUT/continuous_eval/export_staging: this job's exports
@@ -34,7 +34,7 @@ _LOGGER = logging.getLogger(__name__)  # the lines a person reads (shown in quie
 
 def final_step(params):
     """The trainer's train_steps (OUT/params.json, re-read: it may start after this job)."""
-    return config.read_saved_params(params["output_dir"]).get("train_steps", params["train_steps"])
+    return chain.read_saved_params(params["output_dir"]).get("train_steps", params["train_steps"])
 
 
 def is_finished(params):
@@ -69,7 +69,7 @@ def evaluate_checkpoint(estimator, params, checkpoint_path):
         return None
     if step == 0 or step in evaluation.evaluated_steps(params["output_dir"]):
         return None
-    config.check_same_run(config.read_saved_params(params["output_dir"]), params)
+    chain.check_same_run(chain.read_saved_params(params["output_dir"]), params)
     staging_dir = os.path.join(params["output_dir"], STAGING_SUBDIR)
     return evaluation.evaluate_and_record(estimator, params, checkpoint_path, staging_dir)
 

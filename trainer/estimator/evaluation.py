@@ -21,7 +21,7 @@ import time
 import tensorflow as tf
 
 from common import signature
-from trainer.settings import config
+from trainer.settings import chain, checks
 from trainer.run import early_stopping, gcs_lease, output_lock
 from trainer.report import eval_pictures
 from trainer.estimator import export, model
@@ -69,7 +69,7 @@ def append_eval_result(output_dir, record):
     path = os.path.join(output_dir, RESULTS_FILE)
     # GFile has no append mode on every file system: rewrite the whole (small) file.
     lines = [json.dumps(r, sort_keys=True) for r in read_eval_results(output_dir) + [record]]
-    config.write_text_atomically(path, "\n".join(lines) + "\n")
+    chain.write_text_atomically(path, "\n".join(lines) + "\n")
 
 
 def evaluated_steps(output_dir):
@@ -152,7 +152,7 @@ def check_metric_reported(record, params):
     metric = params["early_stopping_metric"]
     if metric not in record:
         reported = sorted(k for k, v in record.items() if isinstance(v, float))
-        raise config.ConfigError(f"early_stopping_metric={metric!r} is not reported by this "
+        raise checks.ConfigError(f"early_stopping_metric={metric!r} is not reported by this "
                                  f"run's evaluation; it reports {reported}")
 
 
@@ -199,7 +199,7 @@ def stop_early(estimator, params):
                "metric": params["early_stopping_metric"],
                "best_value": best[params["early_stopping_metric"]],
                "patience": params["early_stopping_patience"], "export": exported, "reason": reason}
-    config.write_text_atomically(reason_path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    chain.write_text_atomically(reason_path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
     _LOGGER.info("early stopping at step %d: %s; serving export %s",
                  summary["stopped_at_step"], reason, exported)
     return exported

@@ -20,7 +20,7 @@ import os
 import tensorflow as tf
 
 from common import signature
-from trainer.settings import config
+from trainer.settings import chain, checks, table
 from trainer.estimator import continuous_eval, evaluation, export, model, predict, warm_start
 from trainer.data import data_checks, input as input_lib
 from trainer.report import hparams_view
@@ -67,12 +67,12 @@ def resolve_tpu(params):
     except Exception as err:  # oauth2client's, google.auth's or googleapiclient's error types
         name = type(err).__name__
         if "Credentials" in name:
-            raise config.ConfigError(
+            raise checks.ConfigError(
                 f"use_tpu: no Google Cloud credentials to look up --tpu={params['tpu']!r}: run "
                 f"`gcloud auth application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS), "
                 f"or run on a Cloud TPU VM") from None
         if name == "HttpError":
-            raise config.ConfigError(
+            raise checks.ConfigError(
                 f"use_tpu: the Cloud TPU API could not find --tpu={params['tpu']!r} in zone "
                 f"{params['tpu_zone']!r}, project {params['gcp_project']!r}: {err}") from None
         raise
@@ -83,7 +83,7 @@ def make_estimator(params):
     """The TPUEstimator; with use_tpu off it runs the same model_fn on CPU/GPU."""
     return tf.compat.v1.estimator.tpu.TPUEstimator(
         model_fn=model.model_fn, config=make_run_config(params),
-        params=config.estimator_params(params), use_tpu=params["use_tpu"],
+        params=chain.estimator_params(params), use_tpu=params["use_tpu"],
         train_batch_size=params["train_batch_size"], eval_batch_size=params["eval_batch_size"],
         predict_batch_size=params["predict_batch_size"],
         export_to_tpu=False)  # a CPU-servable SavedModel: no TPU ops in the serving graph
@@ -173,8 +173,8 @@ def run(params):
 def run_mode(params):
     logging.info("Resolved params:\n%s", json.dumps(params, indent=2, sort_keys=True))
     if params["mode"] != "continuous_eval":  # beside a trainer, params.json is the trainer's
-        config.write_params(params)
-    if params["mode"] in config.TRAIN_MODES:
+        chain.write_params(params)
+    if params["mode"] in table.TRAIN_MODES:
         return train_and_evaluate(params)
     estimator = make_estimator(params)
     if params["mode"] == "evaluate":

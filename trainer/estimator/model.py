@@ -1,6 +1,6 @@
 """model_fn for TPUEstimator: one function per mode, the same code on TPU and CPU/GPU.
 
-params (trainer/settings/config.py) chooses the network (trainer/nets) and the
+params (trainer/settings/table.py) chooses the network (trainer/nets) and the
 optimisation; TPUEstimator adds use_tpu, batch_size and context. Eval metrics are
 weighted by features["weight"], so the zero-weight rows that pad eval to whole
 batches (trainer/data/input.py) count for nothing.

@@ -36,14 +36,14 @@ import re
 import tensorflow as tf
 
 from trainer import nets
-from trainer.settings import config
+from trainer.settings import checks, table
 
 CONVERTED_SUBDIR = "warm_start"     # under output_dir: the converted Keras weights
 CONVERTED_NAME = "keras_weights"    # checkpoint prefix inside it
 EMA_SUFFIX = "/ExponentialMovingAverage"  # tf.train.ExponentialMovingAverage's default name
 
 
-class WarmStartError(config.ConfigError):
+class WarmStartError(checks.ConfigError):
     """The warm-start source does not fit this run (another network, missing variables)."""
 
 
@@ -107,7 +107,7 @@ def source_checkpoint(params):
 
 def check_source_model(source_dir, params):
     """WarmStartError when the source run's params.json names another network."""
-    path = os.path.join(source_dir, config.PARAMS_FILE)
+    path = os.path.join(source_dir, table.PARAMS_FILE)
     if not tf.io.gfile.exists(path):
         return
     with tf.io.gfile.GFile(path) as f:

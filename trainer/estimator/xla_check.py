@@ -20,13 +20,14 @@ import sys
 from unittest import mock
 
 from common import console
+from common.user_errors import UserError
 
 VERBOSITY = console.quiet_unless_verbose()  # before TensorFlow loads: it reads the environment once
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from trainer.settings import config  # noqa: E402
+from trainer.settings import chain, checks, flags, table  # noqa: E402
 from trainer.estimator import model
 
 XLA_COMPILE_ATTR = "_xla_compile_id"  # set by xla.compile on every op of the computation
@@ -36,7 +37,7 @@ XLA_COMPILE_ATTR = "_xla_compile_id"  # set by xla.compile on every op of the co
 FUNCTION_CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
 
 
-class XlaCheckError(ValueError):
+class XlaCheckError(UserError):
     """The training step is not TPU-ready: a dynamic shape or an op XLA cannot compile."""
 
 
@@ -127,19 +128,19 @@ def run_compiled(graph, loss, global_step, steps, params):
 
 
 def main(argv=None):
-    parser = config.make_parser(description=__doc__.splitlines()[0],
-                                prog="python -m trainer.estimator.xla_check")
-    flags = vars(parser.parse_args(sys.argv[1:] if argv is None else argv))
-    flags.pop("verbosity", None)
-    flags.pop("config", None)
+    parser = flags.make_parser(description=__doc__.splitlines()[0],
+                               prog="python -m trainer.estimator.xla_check")
+    typed = vars(parser.parse_args(sys.argv[1:] if argv is None else argv))
+    typed.pop("verbosity", None)
+    typed.pop("config", None)
     console.configure_logging(VERBOSITY)
     try:
-        params = config.merge(config.DEFAULTS, flags, "flags")
+        params, sources = chain.merge(table.DEFAULTS, {}, typed, "flags")
         params.update(num_classes=10, labels=[str(i) for i in range(10)], output_dir="/tmp/xla_check")
+        checks.check_params(params, sources)
         losses = check_train_step(params)
-    except ValueError as err:  # ConfigError, XlaCheckError: named, no traceback
-        print(f"error: {err}", file=sys.stderr, flush=True)
-        sys.exit(2)
+    except UserError as err:  # ConfigError, XlaCheckError: named, no traceback
+        console.exit_with_error(err)
     print(f"OK: model={params['model']!r} trains under XLA with static shapes; losses {losses}")
 
 

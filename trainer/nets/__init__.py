@@ -2,7 +2,7 @@
 
 model_fn calls them in graph mode (TPUEstimator); bench/ fits the same models
 with Keras. Each builder takes (num_classes, image_size, dtype, **options),
-where options are params keys; every option is passed explicitly (trainer/settings/config.py
+where options are params keys; every option is passed explicitly (trainer/settings/table.py
 holds the defaults, and network_options picks a network's from params).
 
 small_cnn and resnet (CIFAR-style) are built in code for small images;
@@ -11,7 +11,7 @@ resnet50, efficientnet_b0 and mobilenet_v2 are keras.applications backbones
 each with a fresh classifier head and a layer named BACKBONE that warm start,
 --freeze_backbone and --backbone_learning_rate_multiplier act on.
 
-    .venv/bin/python -c "from trainer import config, nets; nets.build_network('resnet', 10, 32, **nets.network_options('resnet', config.DEFAULTS)).summary()"
+    .venv/bin/python -c "from trainer import nets; from trainer.settings import table; nets.build_network('resnet', 10, 32, **nets.network_options('resnet', table.DEFAULTS)).summary()"
 """
 import contextlib
 import warnings
@@ -19,35 +19,29 @@ import warnings
 import tensorflow as tf
 
 from trainer.nets import applications, hub_backbone, resnet, small_cnn
+from trainer.settings import table
 
 BACKBONE = applications.BACKBONE
-# The options of every network with a backbone: train it or not, dropout before the head.
-BACKBONE_OPTIONS = ("freeze_backbone", "dropout_rate")
 
-# name -> (builder, the params keys it reads)
-NETWORKS = {
-    "small_cnn": (small_cnn.build_small_cnn, ("cnn_filters", "dense_units", "dropout_rate")),
-    "resnet": (resnet.build_resnet, ("resnet_depth", "resnet_width")),
-    **{name: (applications.make_builder(name), BACKBONE_OPTIONS + ("batch_norm_momentum",))
-       for name in applications.APPLICATIONS},
-    # A TF Hub module's batch norm is inside its saved functions: no momentum to set.
-    "hub": (hub_backbone.build_hub_network, ("hub_module",) + BACKBONE_OPTIONS),
+# name -> builder; which settings each reads, whether it has a backbone and its smallest
+# image are the settings table's (trainer/settings/table.py NETWORKS), so --help and the
+# checks know them without importing TensorFlow.
+BUILDERS = {
+    "small_cnn": small_cnn.build_small_cnn,
+    "resnet": resnet.build_resnet,
+    **{name: applications.make_builder(name) for name in applications.APPLICATIONS},
+    "hub": hub_backbone.build_hub_network,
 }
 
 
 def network_options(name, params):
     """The params a network reads, e.g. {"resnet_depth": 20, "resnet_width": 16}."""
-    return {key: params[key] for key in NETWORKS[name][1]}
+    return {key: params[key] for key in table.NETWORKS[name].options}
 
 
 def has_backbone(name):
     """True for the networks built around a (pre-trainable) backbone layer."""
-    return "freeze_backbone" in NETWORKS[name][1]
-
-
-def min_image_size(name):
-    """The smallest image_size a network accepts (keras.applications need 32)."""
-    return applications.MIN_IMAGE_SIZE if name in applications.APPLICATIONS else 8
+    return table.NETWORKS[name].has_backbone
 
 
 def build_network(name, num_classes, image_size, use_bfloat16=False, **options):
@@ -57,9 +51,9 @@ def build_network(name, num_classes, image_size, use_bfloat16=False, **options):
     use_bfloat16 the layers compute in bfloat16 (Keras "mixed_bfloat16":
     float32 variables) and the logits are still float32.
     """
-    if name not in NETWORKS:
-        raise ValueError(f"model={name!r} is not one of {sorted(NETWORKS)}")
-    builder, keys = NETWORKS[name]
+    if name not in BUILDERS:
+        raise ValueError(f"model={name!r} is not one of {sorted(BUILDERS)}")
+    builder, keys = BUILDERS[name], table.NETWORKS[name].options
     if set(options) != set(keys):
         raise ValueError(f"model={name!r} takes options {list(keys)}, got {sorted(options)}")
     dtype = "mixed_bfloat16" if use_bfloat16 else "float32"

@@ -32,9 +32,10 @@ from unittest import mock
 import numpy as np
 import tensorflow as tf
 
+from trainer.settings import table
+
 layers = tf.keras.layers
 BACKBONE = "backbone"  # layer name of the backbone inside every network that has one
-MIN_IMAGE_SIZE = 32    # keras.applications reject smaller inputs when include_top=False
 # ImageNet statistics of keras.applications.imagenet_utils (RGB, pixels in 0-255 or 0-1).
 CAFFE_MEAN_BGR = (103.939, 116.779, 123.68)
 TORCH_MEAN_RGB = (0.485, 0.456, 0.406)
@@ -124,8 +125,9 @@ def float32_normalization(constructor):
 def build_backbone(name, image_size, dtype):
     """The keras.applications model without its top, renamed BACKBONE; no weights."""
     constructor, _ = APPLICATIONS[name]
-    if image_size < MIN_IMAGE_SIZE:
-        raise ValueError(f"model={name!r} needs image_size >= {MIN_IMAGE_SIZE}, got {image_size}")
+    smallest = table.NETWORKS[name].min_image_size  # keras.applications refuse smaller without the top
+    if image_size < smallest:
+        raise ValueError(f"model={name!r} needs image_size >= {smallest}, got {image_size}")
     with global_policy(dtype), float32_normalization(constructor):
         application = constructor(weights=None, include_top=False,
                                    input_shape=(image_size, image_size, 3))

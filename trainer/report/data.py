@@ -18,13 +18,14 @@ import numpy as np
 import tensorflow as tf
 
 from common import chunks, export_predictor, record_schema, signature
-from trainer.settings import config
+from common.user_errors import UserError
+from trainer.settings import chain, table
 from trainer.estimator import loop
 
 PREDICT_BATCH = 256  # images per call of the serving signature: bounded memory, few calls
 
 
-class ReportError(ValueError):
+class ReportError(UserError):
     """A run directory, export or eval data the report cannot use; the message names the fix."""
 
 
@@ -50,9 +51,9 @@ def read_run_params(output_dir):
     """OUT/params.json; ReportError when OUT is not a trainer run directory."""
     if not tf.io.gfile.isdir(output_dir):
         raise ReportError(f"{output_dir} does not exist; pass the --output_dir of a training run")
-    params = config.read_saved_params(output_dir)
+    params = chain.read_saved_params(output_dir)
     if not params:
-        raise ReportError(f"{output_dir} is not a run directory (no {config.PARAMS_FILE}); "
+        raise ReportError(f"{output_dir} is not a run directory (no {table.PARAMS_FILE}); "
                           "pass the --output_dir of a training run")
     return params
 

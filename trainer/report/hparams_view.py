@@ -9,7 +9,7 @@ eval metrics TensorBoard finds under OUT/eval, so several runs side by side
 import tensorflow as tf
 from tensorboard.plugins.hparams import api as hp
 
-# Settings a person varies between runs (strings, numbers, booleans of trainer/settings/config.py).
+# Settings a person varies between runs (strings, numbers, booleans of trainer/settings/table.py).
 HPARAM_TYPES = (bool, int, float, str)
 EVAL_METRICS = ("accuracy", "loss", "mean_per_class_accuracy")
 

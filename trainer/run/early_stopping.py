@@ -12,20 +12,8 @@ Pure Python (no TensorFlow), so the decisions are tested on plain records:
 
     .venv/bin/python -m pytest tests/trainer/test_early_stopping.py
 """
-import re
-
 # Eval metrics where lower is better (trainer/estimator/model.py make_metric_fn, and Estimator's loss).
 LOWER_IS_BETTER = ("loss", "cross_entropy")
-# Every metric trainer/estimator/model.py's metric_fn reports, plus Estimator's own loss.
-METRIC_NAME = re.compile(r"^(accuracy|mean_per_class_accuracy|cross_entropy|loss|top_\d+_accuracy)$")
-
-
-def metric_problem(metric):
-    """None, or why metric cannot be an early-stopping metric (config.validate raises it)."""
-    if METRIC_NAME.match(metric):
-        return None
-    return (f"early_stopping_metric={metric!r} is not an eval metric: use accuracy, "
-            f"mean_per_class_accuracy, top_<k>_accuracy, cross_entropy or loss")
 
 
 def is_better(value, best, metric):

@@ -29,7 +29,7 @@ import threading
 import time
 import uuid
 
-from trainer.settings import config
+from trainer.settings import checks
 
 # 90 s, renewed every 30 s: a lease outlives two renewals lost to a GCS hiccup or a pause of
 # the process, yet a killed trainer blocks the next run for 90 s at most (a preempted VM
@@ -49,7 +49,7 @@ class LeaseHeld(Exception):
         self.url, self.holder, self.expires = url, holder, expires
 
 
-class LeaseStoreError(config.ConfigError):
+class LeaseStoreError(checks.ConfigError):
     """GCS cannot hold the lease (no credentials, no such bucket, no permission): one line."""
 
 

@@ -22,12 +22,14 @@ import sys
 
 import tensorflow as tf
 
+from common.user_errors import UserError
+
 from trainer.run import gcs_lease
 
 LOCK_FILE = "trainer.lock"
 
 
-class OutputDirBusy(ValueError):
+class OutputDirBusy(UserError):
     """Another live trainer holds the output directory."""
 
 

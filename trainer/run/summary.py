@@ -5,7 +5,7 @@
 import json
 import sys
 
-from trainer.settings import config
+from trainer.settings import chain
 from trainer.estimator import loop
 
 
@@ -35,7 +35,7 @@ def summarize_run(params, result):
 
 
 def main(argv):
-    params = config.read_saved_params(argv[1])
+    params = chain.read_saved_params(argv[1])
     params.update(output_dir=argv[1], mode="evaluate")
     print(summarize_run(params, None))
 

@@ -1,0 +1,175 @@
+"""The chain that turns the table, a saved run, a config file and flags into one checked params dict.
+
+    table defaults -> OUT/params.json of an earlier run (if any) -> --config FILE.yaml
+                   -> flags the user typed -> every value checked (checks.py)
+                   -> values read from the dataset, judged against the settings -> params
+
+Nothing is written until the whole chain has passed: a bad value from any source stops
+the run with one line naming the setting, the value, what is allowed and where the
+value came from. The result is written to OUT/params.json beside the checkpoints (by
+the engine, once its run starts) and passed as ``params`` to TPUEstimator;
+model_fn, input_fn and serving_input_fn read nothing else.
+
+    .venv/bin/python -m trainer.settings.chain --train_data_path 'DIR/train-*' \\
+        --eval_data_path 'DIR/eval-*' --output_dir /tmp/out   # print the resolved params
+"""
+import json
+import logging
+import os
+import sys
+
+import tensorflow as tf
+import yaml
+
+from trainer.cloud import hptuning
+from trainer.settings import checks, dataset_info, flags, table
+from trainer.settings.checks import ConfigError
+
+def read_config_file(path):
+    """The settings in a YAML file (a mapping of setting names to values)."""
+    if not tf.io.gfile.exists(path):
+        raise ConfigError(f"--config {path}: no such file")
+    with tf.io.gfile.GFile(path) as f:
+        try:
+            values = yaml.safe_load(f) or {}
+        except yaml.YAMLError as err:
+            problem = str(err).replace("\n", " ")
+            raise ConfigError(f"--config {path}: not valid YAML ({problem})") from None
+    if not isinstance(values, dict):
+        raise ConfigError(f"--config {path}: expected a mapping of settings, got {type(values).__name__}")
+    return values
+
+
+def read_saved_params(output_dir):
+    """OUT/params.json of an earlier run, except its per-command settings ({} if there is none).
+
+    The mode is per command: an export-only run must not turn the next plain rerun of
+    the training command into another export; nor may one prediction run's input or
+    export choose what the next one reads. A file that is not a JSON mapping is refused.
+    """
+    if not output_dir:
+        return {}
+    path = os.path.join(output_dir, table.PARAMS_FILE)
+    if not tf.io.gfile.exists(path):
+        return {}
+    with tf.io.gfile.GFile(path) as f:
+        try:
+            saved = json.load(f)
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"{path} is damaged ({err}): restore it from a copy, or use a new "
+                              f"--output_dir") from None
+    if not isinstance(saved, dict):
+        raise ConfigError(f"{path} is not a mapping of settings: restore it, or use a new --output_dir")
+    for key in table.PER_COMMAND_KEYS:
+        saved.pop(key, None)
+    return saved
+
+
+def write_text_atomically(path, text):
+    """Writes a small file so that readers see the old or the new text, never a partial one.
+
+    Other tasks of a cluster read OUT/params.json while the chief rewrites it.
+    """
+    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+        f.write(text)
+    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+
+def write_params(params):
+    """Writes OUT/params.json (sorted keys, so runs diff cleanly); returns its path."""
+    tf.io.gfile.makedirs(params["output_dir"])
+    path = os.path.join(params["output_dir"], table.PARAMS_FILE)
+    write_text_atomically(path, json.dumps(params, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def merge(params, sources, overrides, source, is_saved_run=False):
+    """(params, sources) updated with overrides, each value typed by the table; unknown keys
+    are refused by name with the closest setting's name. source: where they came from."""
+    merged, where = dict(params), dict(sources)
+    for key, value in overrides.items():
+        if key in table.DATASET_KEYS:
+            if not is_saved_run:
+                raise ConfigError(f"{source}: {key} is read from the dataset, not set")
+            merged[key] = value  # a saved run's dataset values, for export without data
+        elif key not in table.SETTINGS:
+            raise checks.unknown_key_error(key, source)
+        else:
+            merged[key] = checks.coerce(key, value, flag_source(key, source))
+        where[key] = flag_source(key, source)
+    return merged, where
+
+
+def flag_source(key, source):
+    return f"flag --{key}" if source == "flags" else source
+
+
+def resolve(flag_values, config_file=None):
+    """Runs the chain; flag_values holds only the flags the user typed."""
+    params, sources = dict(table.DEFAULTS), {}
+    output_dir = flag_values.get("output_dir")
+    if output_dir:  # a hyperparameter-tuning trial writes to OUT/<trial id> (trainer/cloud/hptuning.py)
+        output_dir = hptuning.trial_output_dir(output_dir)
+        flag_values = dict(flag_values, output_dir=output_dir)
+    saved = read_saved_params(output_dir)
+    if saved:
+        saved_file = f"{os.path.join(output_dir, table.PARAMS_FILE)} of an earlier run"
+        params, sources = merge(params, sources, saved, saved_file, is_saved_run=True)
+    config_values = read_config_file(config_file) if config_file else {}
+    params, sources = merge(params, sources, config_values, f"--config {config_file}")
+    params, sources = merge(params, sources, flag_values, "flags")
+    checks.check_params(params, sources)
+    params = dataset_info.add_dataset_info(params, typed=set(config_values) | set(flag_values))
+    params = fit_to_data(params)
+    if output_dir:
+        check_same_run(saved, params)
+    return params
+
+
+def fit_to_data(params):
+    """Settings judged against the dataset now that its sizes are known (still nothing written)."""
+    eval_size = params.get("num_eval_examples") or 0
+    if params["eval_data_path"] and 0 < eval_size < params["num_warmup_images"]:
+        logging.getLogger(__name__).warning(
+            "num_warmup_images=%d is more than the eval split holds: the export's warm-up "
+            "file gets its %d images", params["num_warmup_images"], eval_size)
+        params = dict(params, num_warmup_images=eval_size)
+    return params
+
+
+def check_same_run(saved, params):
+    """ConfigError naming every setting that differs from the run whose checkpoints
+    output_dir holds; nothing has been written yet. Without a checkpoint there is
+    nothing to mismatch, and the new settings simply replace params.json."""
+    output_dir = params["output_dir"]
+    if not saved or tf.train.latest_checkpoint(output_dir) is None:
+        return
+    keys = table.RUN_IDENTITY_KEYS + table.NETWORKS[params["model"]].options
+    changed = [describe_change(key, saved[key], params[key])
+               for key in keys if key in saved and saved[key] != params[key]]
+    if changed:
+        raise ConfigError(
+            f"output_dir={output_dir!r} holds checkpoints of a run built with other settings: "
+            f"{'; '.join(changed)}. Use a new --output_dir (or the earlier settings and dataset)")
+
+
+def describe_change(key, before, after):
+    if key == "labels":
+        added, removed = sorted(set(after) - set(before)), sorted(set(before) - set(after))
+        return f"labels +{added} -{removed}" if added or removed else "labels reordered"
+    return f"{key} {before!r} -> {after!r}"
+
+
+def estimator_params(params):
+    """params without the keys TPUEstimator sets itself."""
+    return {k: v for k, v in params.items() if k not in table.TPU_ESTIMATOR_KEYS}
+
+
+def parse_params(argv):
+    """The resolved, checked params for command-line arguments argv (without the program)."""
+    flag_values, config_file = flags.parse_flags(argv)
+    return resolve(flag_values, config_file)
+
+
+if __name__ == "__main__":
+    print(json.dumps(parse_params(sys.argv[1:]), indent=2, sort_keys=True))

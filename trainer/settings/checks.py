@@ -1,0 +1,124 @@
+"""Every value checked against its rule in the table, then the rules between settings.
+
+Values arrive as text (flags), YAML or JSON (a --config file, an earlier run's
+params.json) and are typed here by the table's declaration (coerce). check_params
+then judges the whole set before anything is written, and a problem is one line
+naming the setting, its value, what is allowed and where the value came from:
+
+    min_crop_area=0.0 (flag --min_crop_area) must be in (0, 1]
+
+No TensorFlow import: the checks run in a bare Python.
+
+    .venv/bin/python -c "from trainer.settings import checks, table; checks.check_params(dict(table.DEFAULTS, output_dir='/tmp/o'), {})"
+"""
+import difflib
+import math
+
+from common.user_errors import UserError
+from trainer.settings import table
+
+
+class ConfigError(UserError):
+    """A setting is unknown, has the wrong type or a value outside what its rule allows."""
+
+
+def unknown_key_error(key, source):
+    """The one line for a key that is not a setting, with the closest setting's name."""
+    close = difflib.get_close_matches(key, list(table.SETTINGS), n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    return ConfigError(f"{source}: {key!r} is not a setting{hint} (python -m trainer.task --help lists them)")
+
+
+def coerce(name, value, source):
+    """value typed as the table declares name; ConfigError naming the value and its source."""
+    setting = table.SETTINGS[name]
+    if value is None:
+        return None
+    try:
+        if setting.kind is list:
+            items = value.split(",") if isinstance(value, str) else value
+            if not isinstance(items, list) or not items:
+                raise TypeError
+            return [coerce_scalar(setting.item_kind, item) for item in items]
+        return coerce_scalar(setting.kind, value)
+    except (TypeError, ValueError):
+        wanted = {list: f"a comma-separated list of {getattr(setting.item_kind, '__name__', '')}",
+                  bool: "true or false", int: "a whole number", float: "a number",
+                  str: "a text"}[setting.kind]
+        raise ConfigError(f"{name}={value!r} ({source}) is not {wanted}") from None
+
+
+def coerce_scalar(kind, value):
+    if kind is bool:
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
+            return value.lower() in ("true", "1")
+        if not isinstance(value, bool):
+            raise TypeError
+        return value
+    if isinstance(value, bool) and kind is not str:
+        raise TypeError  # YAML's `true` is not a number
+    if kind is int and isinstance(value, float):
+        if not value.is_integer():
+            raise TypeError
+    if kind is int and isinstance(value, str):
+        return int(value.strip())
+    if kind is str and not isinstance(value, str):
+        raise TypeError
+    return kind(value)
+
+
+def value_problem(name, value):
+    """Why value breaks name's rule (a phrase such as 'must be in (0, 1]'), or None."""
+    setting = table.SETTINGS[name]
+    if value is None:
+        return "is required" if setting.required else None
+    items = value if setting.kind is list else [value]
+    for item in items:
+        if isinstance(item, float) and not math.isfinite(item):
+            return f"is not a finite number: {setting.describe_allowed()}"
+        if setting.allowed and not setting.allowed.allows(item):
+            return setting.describe_allowed()
+    return None
+
+
+def check_params(params, sources):
+    """Raises ConfigError for the first bad value (saying how many more there are); else None.
+
+    sources: {name: where its value came from}, e.g. "flag --learning_rate"; "default" if absent.
+    """
+    problems = [f"{name}={params[name]!r} ({sources.get(name, 'default')}) {problem}"
+                for name in table.SETTINGS
+                for problem in [value_problem(name, params[name])] if problem]
+    problems += relation_problems(params, sources)
+    if problems:
+        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+        raise ConfigError(problems[0] + more)
+
+
+def relation_problems(params, sources):
+    """The rules between settings: what one setting needs of another."""
+    def named(name):
+        return f"{name}={params[name]!r} ({sources.get(name, 'default')})"
+    model, network = params["model"], table.NETWORKS.get(params["model"])
+    problems = []
+    if params["mode"] == "predict" and not params["predict_input"]:
+        problems.append(f"mode='predict' ({sources.get('mode', 'default')}) needs --predict_input "
+                        f"(a CSV of image URIs or a TFRecord glob)")
+    if params["use_tpu"]:
+        problems += [f"{named(key)} must be divisible by {named('num_cores')}: each TPU core gets an "
+                     f"equal share" for key in ("train_batch_size", "eval_batch_size", "predict_batch_size")
+                     if params[key] % params["num_cores"]]
+    if network is None:
+        return problems
+    problems += [f"{named(key)} needs a network with a backbone, not {named('model')} (one of "
+                 f"{[n for n, net in table.NETWORKS.items() if net.has_backbone]})"
+                 for key in ("freeze_backbone", "backbone_learning_rate_multiplier")
+                 if params[key] != table.DEFAULTS[key] and not network.has_backbone]
+    if model == "hub" and not params["hub_module"]:
+        problems.append(f"{named('model')} needs --hub_module PATH (a TF2 image feature vector)")
+    if model != "hub" and params["hub_module"]:
+        problems.append(f"{named('hub_module')} is only read by --model hub, not {model!r}")
+    if params["image_size"] < network.min_image_size:
+        problems.append(f"{named('image_size')} is too small for model={model!r} "
+                        f"(at least {network.min_image_size})")
+    return problems
