@@ -98,22 +98,33 @@ def write_cache(output_dir, cache):
     tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
 
 
-def file_stats(files, output_dir):
-    """[scan_file(path)] for files, from OUT/record_counts.json when a file's size matches."""
-    cache = read_cache(output_dir)
-    stats, changed = [], False
-    for path in files:
-        size = tf.io.gfile.stat(path).length
-        cached = cache.get(path)
-        if not cached or cached.get("bytes") != size:
-            cached = dict(scan_file(path), bytes=size)
-            cache[path], changed = cached, True
-        stats.append({"records": cached["records"],
-                      "labels": {int(k): v for k, v in cached["labels"].items()},
-                      "names": {int(k): v for k, v in cached["names"].items()}})
-    if changed:
-        write_cache(output_dir, cache)
-    return stats
+class RecordCounts:
+    """OUT/record_counts.json: read once; new counts are kept in memory until save(), which the
+    settings chain calls only after every check has passed (nothing is written before)."""
+
+    def __init__(self, output_dir):
+        self.output_dir = output_dir
+        self.cache = read_cache(output_dir)
+        self.changed = False
+
+    def file_stats(self, files):
+        """[scan_file(path)] for files, from the cache when a file's size matches."""
+        stats = []
+        for path in files:
+            size = tf.io.gfile.stat(path).length
+            cached = self.cache.get(path)
+            if not cached or cached.get("bytes") != size:
+                cached = dict(scan_file(path), bytes=size)
+                self.cache[path], self.changed = cached, True
+            stats.append({"records": cached["records"],
+                          "labels": {int(k): v for k, v in cached["labels"].items()},
+                          "names": {int(k): v for k, v in cached["names"].items()}})
+        return stats
+
+    def save(self):
+        if self.changed:
+            write_cache(self.output_dir, self.cache)
+            self.changed = False
 
 
 def cached_records(files, output_dir):
@@ -145,15 +156,16 @@ def check_label_ids(path, label_ids, params):
         f"class id in [0, num_classes={num_classes}); {hint}")
 
 
-def read_split(files, params, count=0):
+def read_split(files, params, record_counts, count=0):
     """(number of records, {label id: name}) of one split's files, label ids checked.
 
-    count: the split size given by flag (0 = read it); a given count skips the pass.
+    record_counts: a RecordCounts of the output dir. count: the split size given by flag
+    (0 = read it); a given count skips the pass.
     """
     if count:
         return count, {}
     names = {}
-    stats = file_stats(files, params["output_dir"])
+    stats = record_counts.file_stats(files)
     for path, file_stat in zip(files, stats):
         if file_stat["labels"]:
             check_label_ids(path, file_stat["labels"], params)

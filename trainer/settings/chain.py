@@ -22,6 +22,7 @@ import tensorflow as tf
 import yaml
 
 from trainer.cloud import hptuning
+from trainer.data import byo_records
 from trainer.settings import checks, dataset_info, flags, table
 from trainer.settings.checks import ConfigError
 
@@ -119,10 +120,13 @@ def resolve(flag_values, config_file=None):
     params, sources = merge(params, sources, config_values, f"--config {config_file}")
     params, sources = merge(params, sources, flag_values, "flags")
     checks.check_params(params, sources)
-    params = dataset_info.add_dataset_info(params, typed=set(config_values) | set(flag_values))
+    record_counts = byo_records.RecordCounts(output_dir) if output_dir else None
+    params = dataset_info.add_dataset_info(params, typed=set(config_values) | set(flag_values),
+                                           record_counts=record_counts)
     params = fit_to_data(params)
     if output_dir:
         check_same_run(saved, params)
+        record_counts.save()  # the first write of the run: every check has passed
     return params
 
 

@@ -67,19 +67,22 @@ def data_patterns(params):
     return patterns
 
 
-def add_dataset_info(params, typed=()):
+def add_dataset_info(params, typed=(), record_counts=None):
     """params plus labels, num_classes and split sizes read from the data directories.
 
     This project's datasets describe themselves (labels.txt, metadata.json); records
     with neither file beside them (tensorflow/tpu's ImageNet records) are read by
-    trainer/data/byo_records.py. typed: the keys the user set (flags, --config).
+    trainer/data/byo_records.py, their counts kept in record_counts (a
+    byo_records.RecordCounts, saved by the caller once every check has passed).
+    typed: the keys the user set (flags, --config).
     """
     params = dict(params)
     patterns = data_patterns(params)
     if any(byo_records.has_dataset_files(pattern) for pattern in patterns.values()):
         params.update(read_described_splits(patterns, params, typed))
     elif patterns:
-        params.update(read_own_records(patterns, params))
+        record_counts = record_counts or byo_records.RecordCounts(params["output_dir"])
+        params.update(read_own_records(patterns, params, record_counts))
     uses_export = params["mode"] == "predict" and params["predict_export_dir"]
     if not params.get("labels") and not uses_export:  # an export carries its labels
         raise ConfigError(f"mode={params['mode']!r} needs the labels: pass --eval_data_path, "
@@ -109,7 +112,7 @@ def read_described_splits(patterns, params, typed):
     return info
 
 
-def read_own_records(patterns, params):
+def read_own_records(patterns, params, record_counts):
     """labels and split sizes of records without labels.txt/metadata.json (trainer/data/byo_records.py)."""
     if not params["num_classes"]:
         directory = dataset_files.dataset_dir_of(next(iter(patterns.values())))
@@ -120,7 +123,7 @@ def read_own_records(patterns, params):
     info, names = {}, {}
     for key, pattern in patterns.items():
         info[key], split_names = byo_records.read_split(
-            sorted(tf.io.gfile.glob(pattern)), params, params[key])
+            sorted(tf.io.gfile.glob(pattern)), params, record_counts, params[key])
         for label, name in split_names.items():
             byo_records.add_name(names, label, name, pattern)
     info["labels"] = byo_records.class_names(names, params)

@@ -1,0 +1,138 @@
+"""The settings table (trainer/settings/table.py) and its checks, through the real command.
+
+Each bad value, from a flag, a --config file or an earlier run's params.json, stops
+`python -m trainer.task` with one line naming the setting, the value, the rule and the
+source, exit code 2, and nothing written: no output directory, params.json,
+checkpoint or event file.
+
+    .venv/bin/python -m pytest tests/trainer/test_settings_table.py
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.trainer.conftest import TINY_FLAGS, as_argv
+from trainer.settings import checks, flags, table
+
+
+def run_trainer(*argv):
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "PYTHONWARNINGS")}
+    return subprocess.run([sys.executable, "-m", "trainer.task", *map(str, argv)],
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+def files_under(path):
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*")) if path.exists() else []
+
+
+@pytest.mark.parametrize("extra, config_text, expected", [
+    (["--min_crop_area", "0"], None, "min_crop_area=0.0 (flag --min_crop_area) must be in (0, 1]"),
+    (["--min_crop_area", "1.5"], None, "min_crop_area=1.5 (flag --min_crop_area) must be in (0, 1]"),
+    ([], "min_crop_area: 0\n", "min_crop_area=0.0 (--config {d}/hparams.yaml) must be in (0, 1]"),
+    (["--shuffle_buffer", "0"], None, "shuffle_buffer=0 (flag --shuffle_buffer) must be >= 1"),
+    (["--cnn_filters", "0"], None, "cnn_filters=[0] (flag --cnn_filters) must be >= 1"),
+    (["--learning_rate", "nan"], None, "learning_rate=nan (flag --learning_rate) is not a finite number"),
+    (["--learning_rate", "inf"], None, "learning_rate=inf (flag --learning_rate) is not a finite number"),
+    ([], "weight_decay: .nan\n", "weight_decay=nan (--config {d}/hparams.yaml) is not a finite number"),
+    (["--train_step", "30"], None, "unrecognized arguments: --train_step 30; did you mean --train_steps?"),
+    (["--train_stepz", "30"], None, "did you mean --train_steps?"),
+    ([], "train_stepz: 30\n", "--config {d}/hparams.yaml: 'train_stepz' is not a setting; did you mean "
+                              "train_steps?"),
+    (["--train_data_path", "{data}"], None, "train_data_path='{data}' is a directory: did you mean "
+                                            "'{data}/train-*'?"),
+])
+def test_a_bad_setting_is_one_line_and_nothing_is_written(tiny_dataset, tmp_path, extra, config_text,
+                                                          expected):
+    out = tmp_path / "out"
+    argv = as_argv(dict(TINY_FLAGS, train_data_path=f"{tiny_dataset}/train-*",
+                        eval_data_path=f"{tiny_dataset}/eval-*", output_dir=out))
+    if config_text is not None:
+        (tmp_path / "hparams.yaml").write_text(config_text)
+        argv.append(f"--config={tmp_path}/hparams.yaml")
+    result = run_trainer(*argv, *[arg.format(data=tiny_dataset) for arg in extra])
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert expected.format(d=tmp_path, data=tiny_dataset) in lines[0]
+    assert not out.exists(), files_under(out)
+
+
+def test_a_bad_value_in_a_saved_run_is_named_and_the_run_left_as_it_was(tiny_argv, tiny_params, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    saved = dict(tiny_params, min_crop_area=0.0)
+    (out / table.PARAMS_FILE).write_text(json.dumps(saved))
+    result = run_trainer(*tiny_argv)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip() == (f"error: min_crop_area=0.0 ({out}/{table.PARAMS_FILE} of an earlier "
+                                     f"run) must be in (0, 1]")
+    assert files_under(out) == [table.PARAMS_FILE]
+    assert json.loads((out / table.PARAMS_FILE).read_text()) == saved
+
+
+def test_a_damaged_saved_params_file_is_named(tiny_argv, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / table.PARAMS_FILE).write_text('{"learning_rate": 0.1')  # cut short by a partial copy
+    result = run_trainer(*tiny_argv)
+    assert result.returncode == 2
+    assert f"{out}/{table.PARAMS_FILE} is damaged" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_help_shows_every_setting_with_its_default_without_tensorflow():
+    code = ("import sys; from trainer.settings import flags\n"
+            "try:\n    flags.parse_flags(['--help'])\nexcept SystemExit as e:\n    code = e.code\n"
+            "print('TF', 'tensorflow' in sys.modules, code)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip().endswith("TF False 0"), result.stdout[-500:] + result.stderr[-500:]
+    help_text = " ".join(result.stdout.split())
+    for name, setting in table.SETTINGS.items():
+        assert f"--{name}" in help_text
+        default = "unset" if setting.default is None else repr(setting.default)
+        assert f"(default: {default}" in " ".join(flags.help_text(setting).split())
+    for title, _ in table.GROUPS:
+        assert " ".join(title.split()) in help_text
+
+
+def test_every_default_keeps_its_own_rule():
+    assert {name: checks.value_problem(name, setting.default)
+            for name, setting in table.SETTINGS.items()
+            if checks.value_problem(name, setting.default)} == {"output_dir": "is required"}
+
+
+@pytest.mark.parametrize("name", [n for n, s in table.SETTINGS.items() if s.kind is float])
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_every_float_setting_refuses_nan_and_infinity(name, bad):
+    assert "is not a finite number" in checks.value_problem(name, bad)
+
+
+@pytest.mark.parametrize("value, kind, problem", [
+    ("0.5", float, None), ("1e-3", float, None), ("true", bool, None), ("2.5", int, "not a whole number"),
+    (True, int, "not a whole number"), ("x", float, "not a number"), ([], list, "comma-separated list"),
+])
+def test_values_are_typed_by_the_table(value, kind, problem):
+    name = next(n for n, s in table.SETTINGS.items() if s.kind is kind)
+    if problem is None:
+        assert isinstance(checks.coerce(name, value, "test"), kind)
+    else:
+        with pytest.raises(checks.ConfigError, match=problem):
+            checks.coerce(name, value, "test")
+
+
+def test_the_networks_the_table_names_are_the_ones_nets_builds():
+    from trainer import nets
+    assert set(nets.BUILDERS) == set(table.NETWORKS)
+    for network in table.NETWORKS.values():
+        assert set(network.options) <= set(table.SETTINGS)
+
+
+def test_more_warmup_images_than_the_eval_split_are_clamped_with_a_line(tiny_argv, caplog):
+    from trainer.settings import chain
+    params = chain.parse_params(tiny_argv + ["--num_warmup_images=50"])
+    assert params["num_warmup_images"] == params["num_eval_examples"] == 11
+    assert "num_warmup_images=50 is more than the eval split holds" in caplog.text
