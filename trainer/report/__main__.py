@@ -1,4 +1,56 @@
-"""The report page: python -m trainer.report OUT (trainer/report/page.py)."""
-from trainer.report import page
+"""Entry point: python -m trainer.report OUT writes OUT/report.html (trainer/report/page.py).
 
-page.main()
+The flags parse before TensorFlow loads, so --help and a typo answer at once.
+
+    .venv/bin/python -m trainer.report work/demo/run            # -> work/demo/run/report.html
+    .venv/bin/python -m trainer.report OUT --output /tmp/r.html --eval_data_path 'DIR/eval-*'
+"""
+import os
+import sys
+
+from common import console
+
+VERBOSITY = console.quiet_unless_verbose()  # before TensorFlow loads: it reads the environment once
+
+from common.user_errors import UserError  # noqa: E402
+
+REPORT_FILE = "report.html"
+
+
+def make_parser():
+    parser = console.ArgumentParser(
+        prog="python -m trainer.report",
+        description="Write one self-contained HTML page about a training run: curves, confusion "
+                    "matrix, per-class precision/recall and misclassified eval images.")
+    parser.add_argument("output_dir", metavar="OUT", help="the --output_dir of a trainer.task run")
+    parser.add_argument("--output", help=f"where to write the page (default: OUT/{REPORT_FILE})")
+    parser.add_argument("--eval_data_path", metavar="GLOB",
+                        help="eval TFRecords to evaluate on (default: the run's eval_data_path)")
+    parser.add_argument("--max_images", type=int, default=64,
+                        help="misclassified images shown, most confident first (default: 64)")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="show the libraries' log lines (-vv: and debug)")
+    parser.add_argument("--verbosity", type=int, default=0, help="0 quiet, 1 as -v, 2 as -vv")
+    return parser
+
+
+def main(argv=None):
+    console.configure_logging(VERBOSITY)
+    args = make_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    if args.max_images < 0:
+        console.exit_with_error(f"--max_images={args.max_images} must be 0 or more")
+    from trainer.report import html as report_html, metrics as report_metrics, page as report_page
+    try:
+        page = report_page.build_page(args.output_dir, args.eval_data_path, args.max_images)
+    except UserError as err:  # ReportError, ExportNotFound: named, with the fix
+        console.exit_with_error(err)
+    output = args.output or os.path.join(args.output_dir, REPORT_FILE)
+    url = report_page.write_text(output, report_html.render_page(page))
+    accuracy = report_metrics.accuracy(page.matrix)
+    print(f"report: {output} (step {page.export_step}, {int(page.matrix.sum())} eval images, "
+          f"accuracy {accuracy:.4f}, {page.num_mistakes} misclassified); open {url}", flush=True)
+    return output
+
+
+if __name__ == "__main__":
+    main()

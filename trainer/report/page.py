@@ -1,4 +1,4 @@
-"""Entry point: one self-contained HTML page about a training run, to open in any browser.
+"""One self-contained HTML page about a training run, to open in any browser.
 
 The page (trainer/report/html.py) shows the training curves, the confusion
 matrix and per-class precision/recall of the best export on the eval split,
@@ -8,47 +8,23 @@ are inline SVG and images are data: URIs.
     .venv/bin/python -m trainer.report work/demo/run            # -> work/demo/run/report.html
     .venv/bin/python -m trainer.report OUT --output /tmp/r.html --eval_data_path 'DIR/eval-*'
 """
-import argparse
 import logging
 import os
 import pathlib
-import sys
 
-from common import console
+import tensorflow as tf
 
-VERBOSITY = console.quiet_unless_verbose()  # before TensorFlow loads: it reads the environment once
-
-import tensorflow as tf  # noqa: E402
-
-from common import export_predictor  # noqa: E402
-from trainer.estimator import loop  # noqa: E402
+from common import export_predictor
+from trainer.estimator import loop
 from trainer.report import data as report_data, html as report_html, metrics as report_metrics
 
-REPORT_FILE = "report.html"
 _LOGGER = logging.getLogger(__name__)
-
-
-def make_parser():
-    parser = argparse.ArgumentParser(
-        prog="python -m trainer.report",
-        description="Write one self-contained HTML page about a training run: curves, confusion "
-                    "matrix, per-class precision/recall and misclassified eval images.")
-    parser.add_argument("output_dir", metavar="OUT", help="the --output_dir of a trainer.task run")
-    parser.add_argument("--output", help=f"where to write the page (default: OUT/{REPORT_FILE})")
-    parser.add_argument("--eval_data_path", metavar="GLOB",
-                        help="eval TFRecords to evaluate on (default: the run's eval_data_path)")
-    parser.add_argument("--max_images", type=int, default=64,
-                        help="misclassified images shown, most confident first (default: 64)")
-    parser.add_argument("-v", "--verbose", action="count", default=0,
-                        help="show the libraries' log lines (-vv: and debug)")
-    parser.add_argument("--verbosity", type=int, default=0, help="0 quiet, 1 as -v, 2 as -vv")
-    return parser
 
 
 def load_export(export_dir):
     try:
         return export_predictor.load_export(export_dir)
-    except ValueError as err:  # an export without the serving contract
+    except ValueError as err:  # an export without the serving contract (ExportNotFound too)
         raise report_data.ReportError(str(err)) from None
 
 
@@ -83,24 +59,3 @@ def write_text(path, text):
     with tf.io.gfile.GFile(path, "w") as f:
         f.write(text)
     return path if "://" in path else pathlib.Path(os.path.abspath(path)).as_uri()
-
-
-def main(argv=None):
-    console.configure_logging(VERBOSITY)
-    args = make_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    if args.max_images < 0:
-        console.exit_with_error(f"--max_images={args.max_images} must be 0 or more")
-    try:
-        page = build_page(args.output_dir, args.eval_data_path, args.max_images)
-    except report_data.ReportError as err:
-        console.exit_with_error(err)
-    output = args.output or os.path.join(args.output_dir, REPORT_FILE)
-    url = write_text(output, report_html.render_page(page))
-    accuracy = report_metrics.accuracy(page.matrix)
-    print(f"report: {output} (step {page.export_step}, {int(page.matrix.sum())} eval images, "
-          f"accuracy {accuracy:.4f}, {page.num_mistakes} misclassified); open {url}", flush=True)
-    return output
-
-
-if __name__ == "__main__":
-    main()
