@@ -48,7 +48,7 @@ from bench.bench_input import SHARDS, make_digit_jpegs, write_records
 from common import dataset_files
 from trainer import nets
 from trainer.settings import chain
-from trainer.estimator import loop
+from trainer.estimator import evaluation, loop
 from trainer.data import input as input_lib
 
 ModeKeys = tf.estimator.ModeKeys
@@ -289,7 +289,7 @@ def train_run(data_dir, output_dir, args, steps, **flags):
     start = time.perf_counter()
     loop.run(params)
     seconds = time.perf_counter() - start
-    with open(os.path.join(output_dir, loop.RESULTS_FILE)) as f:
+    with open(os.path.join(output_dir, evaluation.RESULTS_FILE)) as f:
         records = [json.loads(line) for line in f if line.strip()]
     return [(r["global_step"], r["accuracy"]) for r in records], seconds
 

@@ -26,7 +26,7 @@ import tensorflow as tf
 from common import dataset_files
 from trainer import task
 from trainer.settings import chain, dataset_info
-from trainer.estimator import export, loop
+from trainer.estimator import evaluation, export
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -130,6 +130,6 @@ def test_trainer_output_files_on_a_non_local_filesystem(tiny_params, tmp_path):
     assert chain.write_params(params) == f"{out}/params.json"
     assert chain.read_saved_params(out)["output_dir"] == out
     for step in (2, 4):
-        loop.append_eval_result(out, {"global_step": step, "accuracy": step / 10})
-    assert [r["global_step"] for r in loop.read_eval_results(out)] == [2, 4]
+        evaluation.append_eval_result(out, {"global_step": step, "accuracy": step / 10})
+    assert [r["global_step"] for r in evaluation.read_eval_results(out)] == [2, 4]
     assert sorted(tf.io.gfile.listdir(out)) == ["eval_results.jsonl", "params.json"]

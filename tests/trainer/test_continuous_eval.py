@@ -13,7 +13,7 @@ import pytest
 from common import signature
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from trainer.settings import chain, checks, table
-from trainer.estimator import continuous_eval, loop
+from trainer.estimator import continuous_eval, evaluation, loop
 from trainer.run import output_lock
 
 
@@ -39,7 +39,7 @@ def test_evaluates_each_checkpoint_of_a_running_trainer_once(tiny_dataset, tmp_p
     assert holder.startswith(f"pid {trainer.pid} ")  # the trainer held OUT while we evaluated
     steps = [record["global_step"] for record in records]
     assert steps == sorted(set(steps)) and steps[-1] == 6 and 0 not in steps
-    assert [r["global_step"] for r in loop.read_eval_results(out)] == steps  # each once, only ours
+    assert [r["global_step"] for r in evaluation.read_eval_results(out)] == steps  # each once, only ours
     best = max(records, key=lambda r: r["accuracy"])  # the first of equals is the best
     best_base = out / signature.BEST_EXPORT_SUBDIR / "image_classifier"
     assert os.listdir(best_base) == [str(best["global_step"])]
@@ -65,10 +65,10 @@ def test_a_checkpoint_of_another_model_is_refused(tiny_params, flags, reason, tm
         TINY_FLAGS, eval_data_path=tiny_params["eval_data_path"],
         output_dir=tiny_params["output_dir"], **flags)))
     loop.run(dict(tiny_params, train_steps=2, steps_per_eval=2))
-    checkpoint, _ = loop.latest_checkpoint(tiny_params["output_dir"])
+    checkpoint, _ = evaluation.latest_checkpoint(tiny_params["output_dir"])
     if reason is None:  # already evaluated by the trainer: skipped
         assert continuous_eval.evaluate_checkpoint(None, evaluator, checkpoint) is None
         return
-    os.remove(os.path.join(tiny_params["output_dir"], loop.RESULTS_FILE))
+    os.remove(os.path.join(tiny_params["output_dir"], evaluation.RESULTS_FILE))
     with pytest.raises(checks.ConfigError, match=reason.replace("[", r"\[").replace("]", r"\]")):
         continuous_eval.evaluate_checkpoint(None, evaluator, checkpoint)

@@ -59,4 +59,4 @@ def test_an_evaluation_is_recorded_and_reported_once(tiny_params, tmp_path, monk
     assert record["evaluations_without_improvement"] == 0 and "best_export" in record
     assert evaluation.evaluate_and_record(estimator, tiny_params) is None
     assert reported == [("accuracy", 2)]
-    assert loop.read_eval_results(tiny_params["output_dir"]) == [record]
+    assert evaluation.read_eval_results(tiny_params["output_dir"]) == [record]

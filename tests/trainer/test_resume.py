@@ -13,7 +13,7 @@ import time
 
 import tensorflow as tf
 
-from trainer.estimator import loop
+from trainer.estimator import evaluation
 
 TRAIN_STEPS = 200
 
@@ -59,5 +59,5 @@ def test_kill_9_mid_training_then_rerun_resumes_to_train_steps(tiny_argv, repo_r
                      re.M)  # throughput is reported (quietly: TF's own lines need -v)
     assert checkpoint_step(output_dir) == TRAIN_STEPS
     # The checkpoint it resumed from is evaluated too: no stopping point goes unrecorded.
-    assert [r["global_step"] for r in loop.read_eval_results(output_dir)] == [killed_at, TRAIN_STEPS]
+    assert [r["global_step"] for r in evaluation.read_eval_results(output_dir)] == [killed_at, TRAIN_STEPS]
     assert os.path.isdir(os.path.join(output_dir, "export", "image_classifier", str(TRAIN_STEPS)))

@@ -26,9 +26,7 @@ from trainer.data import data_checks, input as input_lib
 from trainer.report import hparams_view
 from trainer.run import output_lock, progress
 from trainer.cloud import tf_config
-# Evaluation lives in trainer/estimator/evaluation.py; these names stay for the loop's callers.
-from trainer.estimator.evaluation import (RESULTS_FILE, append_eval_result, evaluate_and_record,  # noqa: F401
-                                evaluated_steps, latest_checkpoint, read_eval_results)
+from trainer.estimator.evaluation import evaluate_and_record, evaluated_steps, latest_checkpoint
 
 ModeKeys = tf.estimator.ModeKeys
 

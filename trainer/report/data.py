@@ -20,7 +20,7 @@ import tensorflow as tf
 from common import chunks, export_predictor, record_schema, signature
 from common.user_errors import UserError
 from trainer.settings import chain, table
-from trainer.estimator import loop
+from trainer.estimator import evaluation, loop
 
 PREDICT_BATCH = 256  # images per call of the serving signature: bounded memory, few calls
 
@@ -173,7 +173,7 @@ def main(argv):
     output_dir = argv[1]
     params = read_run_params(output_dir)
     print("export:", find_export(output_dir, serving_model_name(params)))
-    print("eval records:", [r.get("global_step") for r in loop.read_eval_results(output_dir)])
+    print("eval records:", [r.get("global_step") for r in evaluation.read_eval_results(output_dir)])
     print("training scalars:", {tag: len(v) for tag, v in read_training_scalars(output_dir).items()})
     print("eval files:", eval_files(params.get("eval_data_path")))
 

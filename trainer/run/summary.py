@@ -6,7 +6,7 @@ import json
 import sys
 
 from trainer.settings import chain
-from trainer.estimator import loop
+from trainer.estimator import evaluation
 
 
 def format_eval(record):
@@ -22,7 +22,7 @@ def summarize_run(params, result):
     if mode == "predict":
         return f"predictions: {result['output_dir']} ({json.dumps(result, sort_keys=True)})"
     lines = [f"run: {output_dir} (mode {mode})"]
-    records = loop.read_eval_results(output_dir)
+    records = evaluation.read_eval_results(output_dir)
     if records:
         best = max(records, key=lambda r: r["accuracy"])
         lines.append(f"best eval: step {best['global_step']}: {format_eval(best)}")
