@@ -12,12 +12,13 @@ import posixpath
 import sys
 
 from common import record_schema
+from common.user_errors import UserError
 
 LABELS_FILE = "labels.txt"
 METADATA_FILE = "metadata.json"
 
 
-class DatasetError(ValueError):
+class DatasetError(UserError):
     """The dataset directory is missing a file or describes something inconsistent."""
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from common import signature
+from common.user_errors import UserError
 
 LABELS_TENSOR = f"{signature.LABELS_CONSTANT}:0"
 
@@ -26,7 +27,7 @@ class LoadedExport:
     loaded: object    # keeps the SavedModel's variables alive
 
 
-class ExportNotFound(ValueError):
+class ExportNotFound(UserError):
     """A model path that is neither an export version directory nor an export base."""
 
 

@@ -37,7 +37,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Nor trainer/report/page.py: the report is a workstation command that prints a file:// URL for
 # a browser (it reads the run through tf.io.gfile like the rest). Nor common/console.py:
 # its only path is its own location (which log records come from this project).
-NOT_JOB_SOURCES = ("image_uris.py", "beam_pipeline.py", "report.py", "console.py")
+NOT_JOB_SOURCES = ("image_uris.py", "beam_pipeline.py", "page.py", "console.py")
 JOB_SOURCES = sorted(path for path in ROOT.glob("trainer/**/*.py")
                      if path.name not in NOT_JOB_SOURCES) + sorted(
     path for path in ROOT.glob("common/*.py") if path.name not in NOT_JOB_SOURCES)

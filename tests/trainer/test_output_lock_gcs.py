@@ -22,7 +22,7 @@ import uuid
 import pytest
 
 from trainer import task
-from trainer.settings import checks
+from trainer.settings import chain, checks
 from trainer.estimator import evaluation, loop
 from trainer.run import gcs_lease, output_lock
 
@@ -110,10 +110,10 @@ def test_a_second_trainer_is_refused_naming_the_holder(bucket, out):
 
 def test_the_trainer_command_refuses_a_held_output_dir(bucket, out, tiny_params, monkeypatch, capsys):
     """task.main -> cluster.run -> loop.run -> the lease: exit 2 and one line naming the holder.
-    Only the flag parsing is skipped: it reads OUT/params.json with TF's gs:// filesystem."""
+    Only the settings chain is skipped: it reads OUT/params.json with TF's gs:// filesystem."""
     holder = "pid 4242 on tpu-vm-7 since 2024-05-01T10:00:00+00:00"
     write_foreign_lease(bucket, out, holder, time.time() + 60)
-    monkeypatch.setattr(config, "parse_params", lambda argv: dict(tiny_params, output_dir=out))
+    monkeypatch.setattr(chain, "resolve", lambda typed, config_file: dict(tiny_params, output_dir=out))
     monkeypatch.setattr(loop, "run_mode", lambda params: pytest.fail("ran without the lease"))
     with pytest.raises(SystemExit) as exit_info:
         task.main([])

@@ -15,6 +15,7 @@ import tensorflow as tf  # noqa: E402
 
 from tests.trainer.fine_tune_helpers import write_hub_module  # noqa: E402
 from trainer import nets  # noqa: E402
+from trainer.settings import table  # noqa: E402
 from trainer.estimator import xla_check
 
 # The reference's training knobs together: each must stay inside the compiled step.
@@ -68,9 +69,10 @@ def build_dynamic_cnn(num_classes, image_size, dtype, keep_threshold):
 
 
 def test_dynamic_shaped_model_fails_with_the_op_named(tiny_params, monkeypatch):
-    monkeypatch.setitem(nets.NETWORKS, "dynamic_cnn", (
-        lambda num_classes, image_size, dtype, **_: build_dynamic_cnn(num_classes, image_size, dtype, 0.0),
-        ()))
+    monkeypatch.setitem(table.NETWORKS, "dynamic_cnn", table.Network(()))
+    monkeypatch.setitem(nets.BUILDERS, "dynamic_cnn",
+                        lambda num_classes, image_size, dtype, **_: build_dynamic_cnn(
+                            num_classes, image_size, dtype, 0.0))
     with pytest.raises(xla_check.XlaCheckError,
                        match=r"model='dynamic_cnn': the training step has \d+ tensor\(s\) without a "
                              r"static shape.*keep_bright/boolean_mask"):
@@ -85,7 +87,8 @@ def test_an_op_xla_cannot_compile_fails_with_xla_message(tiny_params, monkeypatc
             lambda x: tf.strings.to_number(tf.strings.as_string(x)), name="as_text")(images)
         pooled = tf.keras.layers.GlobalAveragePooling2D(name="pool")(roundtrip)
         return tf.keras.Model(images, tf.keras.layers.Dense(num_classes, name="logits")(pooled))
-    monkeypatch.setitem(nets.NETWORKS, "string_cnn", (build_string_cnn, ()))
+    monkeypatch.setitem(table.NETWORKS, "string_cnn", table.Network(()))
+    monkeypatch.setitem(nets.BUILDERS, "string_cnn", build_string_cnn)
     with pytest.raises(xla_check.XlaCheckError,
                        match=r"model='string_cnn': XLA cannot compile the training step: .*AsString"):
         xla_check.check_train_step(dict(tiny_params, model="string_cnn"), batch_size=4)

@@ -148,7 +148,7 @@ NETWORKS = {
     **{name: Network(BACKBONE_OPTIONS + ("batch_norm_momentum",), has_backbone=True, min_image_size=32)
        for name in ("resnet50", "efficientnet_b0", "mobilenet_v2")},
     # A TF Hub module's batch norm is inside its saved functions: no momentum to set.
-    "hub": Network(("hub_module",) + BACKBONE_OPTIONS, has_backbone=True, min_image_size=32),
+    "hub": Network(("hub_module",) + BACKBONE_OPTIONS, has_backbone=True),
 }
 MODES = ("train_and_eval", "evaluate", "export", "predict", "train", "continuous_eval")
 TRAIN_MODES = ("train_and_eval", "train")  # modes that read the train split
