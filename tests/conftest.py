@@ -42,37 +42,39 @@ def make_jpeg():
     return _make
 
 
-@pytest.fixture
-def write_tfrecord_dataset(tmp_path):
-    """write_tfrecord_dataset(counts={"train": 40, "eval": 11}, labels=("a","b","c"), ...)
-
-    Writes real TFRecord shards plus labels.txt and metadata.json through the
-    shared schema and returns the dataset directory (a pathlib.Path).
-    """
+def write_dataset(out, counts, labels=("cat", "dog", "fish"), size=24, shards=2):
+    """Writes real TFRecord shards plus labels.txt and metadata.json through the shared schema
+    into the new directory out (a pathlib.Path) and returns it."""
     import tensorflow as tf
     from common import dataset_files, record_schema
 
+    out.mkdir()
+    splits = {}
+    for split, count in counts.items():
+        per_label = {label: 0 for label in labels}
+        writers = [tf.io.TFRecordWriter(str(out / f"{split}-{i:05d}-of-{shards:05d}.tfrecord"))
+                   for i in range(shards)]
+        for i in range(count):
+            label = i % len(labels)
+            per_label[labels[label]] += 1
+            jpeg = encode_image(pattern_image(size, size, seed=hash((split, i)) % 10_000))
+            writers[i % shards].write(record_schema.make_example(
+                jpeg, size, size, label, labels[label], f"{split}/{i}.jpg"))
+        for writer in writers:
+            writer.close()
+        splits[split] = {"records": count, "per_label": per_label, "shards": shards}
+    (out / dataset_files.LABELS_FILE).write_text(dataset_files.labels_to_text(labels))
+    meta = dataset_files.build_metadata(labels, splits, rejected={}, rows_read=sum(counts.values()))
+    (out / dataset_files.METADATA_FILE).write_text(dataset_files.metadata_to_json(meta))
+    return out
+
+
+@pytest.fixture
+def write_tfrecord_dataset(tmp_path):
+    """write_tfrecord_dataset(counts={"train": 40, "eval": 11}, labels=("a","b","c"), ...):
+    write_dataset into tmp_path/<name>; returns the dataset directory (a pathlib.Path)."""
     def _write(counts, labels=("cat", "dog", "fish"), size=24, shards=2, name="data"):
-        out = tmp_path / name
-        out.mkdir()
-        splits = {}
-        for split, count in counts.items():
-            per_label = {label: 0 for label in labels}
-            writers = [tf.io.TFRecordWriter(str(out / f"{split}-{i:05d}-of-{shards:05d}.tfrecord"))
-                       for i in range(shards)]
-            for i in range(count):
-                label = i % len(labels)
-                per_label[labels[label]] += 1
-                jpeg = encode_image(pattern_image(size, size, seed=hash((split, i)) % 10_000))
-                writers[i % shards].write(record_schema.make_example(
-                    jpeg, size, size, label, labels[label], f"{split}/{i}.jpg"))
-            for writer in writers:
-                writer.close()
-            splits[split] = {"records": count, "per_label": per_label, "shards": shards}
-        (out / dataset_files.LABELS_FILE).write_text(dataset_files.labels_to_text(labels))
-        meta = dataset_files.build_metadata(labels, splits, rejected={}, rows_read=sum(counts.values()))
-        (out / dataset_files.METADATA_FILE).write_text(dataset_files.metadata_to_json(meta))
-        return out
+        return write_dataset(tmp_path / name, counts, labels, size, shards)
     return _write
 
 
@@ -141,32 +143,13 @@ def make_jpeg_bytes(seed, size=20):
     return tf.io.encode_jpeg(pixels).numpy()
 
 
-def write_dataset(directory, counts):
-    """TFRecords through the shared schema, plus labels.txt and metadata.json."""
-    import tensorflow as tf
-    from common import dataset_files, record_schema
-    directory.mkdir()
-    splits = {}
-    for split, count in counts.items():
-        with tf.io.TFRecordWriter(str(directory / f"{split}-00000-of-00001.tfrecord")) as writer:
-            for i in range(count):
-                writer.write(record_schema.make_example(make_jpeg_bytes(hash((split, i)) % 9999), 20, 20,
-                                                   i % 3, LABELS[i % 3], f"{split}/{i}.jpg"))
-        splits[split] = {"records": count, "shards": 1,
-                         "per_label": {label: len(range(k, count, 3)) for k, label in enumerate(LABELS)}}
-    (directory / dataset_files.LABELS_FILE).write_text(dataset_files.labels_to_text(LABELS))
-    meta = dataset_files.build_metadata(LABELS, splits, rejected={}, rows_read=sum(counts.values()))
-    (directory / dataset_files.METADATA_FILE).write_text(dataset_files.metadata_to_json(meta))
-    return directory
-
-
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory):
     """(output_dir, export_dir, data_dir) of a 2-step run on 16 train / 11 eval images."""
     from trainer.settings import chain
     from trainer.estimator import loop
     root = tmp_path_factory.mktemp("run")
-    data = write_dataset(root / "data", {"train": 16, "eval": NUM_GOOD_IMAGES})
+    data = write_dataset(root / "data", {"train": 16, "eval": NUM_GOOD_IMAGES}, LABELS, size=20, shards=1)
     flags = dict(RUN_FLAGS, train_data_path=f"{data}/train-*", eval_data_path=f"{data}/eval-*",
                  output_dir=str(root / "out"))
     export_dir = loop.run(chain.parse_params([f"--{k}={v}" for k, v in flags.items()]))

@@ -66,12 +66,13 @@ def predict_with_estimator(out_dir, jpegs, record_path):
     from trainer.settings import chain
     from trainer.data import input as input_lib
     from trainer.estimator import evaluation, loop
+    from trainer.run import checkpoints
     with tf.io.TFRecordWriter(str(record_path)) as writer:
         for i, jpeg in enumerate(jpegs):
             height, width = tf.image.extract_jpeg_shape(jpeg).numpy()[:2]
             writer.write(record_schema.make_example(jpeg, int(height), int(width), 0, "a", f"{i}.jpg"))
     params = chain.resolve({"output_dir": str(out_dir)})
-    checkpoint, _ = evaluation.latest_checkpoint(str(out_dir))
+    checkpoint, _ = checkpoints.latest_checkpoint(str(out_dir))
     predictions = loop.make_estimator(params).predict(
         input_lib.make_input_fn(str(record_path), tf.estimator.ModeKeys.PREDICT),
         checkpoint_path=checkpoint)

@@ -14,7 +14,7 @@ from common import signature
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from trainer.settings import chain, checks, table
 from trainer.estimator import continuous_eval, evaluation, loop
-from trainer.run import output_lock
+from trainer.run import checkpoints, output_lock
 
 
 def start_trainer(argv):
@@ -65,7 +65,7 @@ def test_a_checkpoint_of_another_model_is_refused(tiny_params, flags, reason, tm
         TINY_FLAGS, eval_data_path=tiny_params["eval_data_path"],
         output_dir=tiny_params["output_dir"], **flags)))
     loop.run(dict(tiny_params, train_steps=2, steps_per_eval=2))
-    checkpoint, _ = evaluation.latest_checkpoint(tiny_params["output_dir"])
+    checkpoint, _ = checkpoints.latest_checkpoint(tiny_params["output_dir"])
     if reason is None:  # already evaluated by the trainer: skipped
         assert continuous_eval.evaluate_checkpoint(None, evaluator, checkpoint) is None
         return

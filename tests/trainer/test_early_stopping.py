@@ -12,7 +12,7 @@ import tensorflow as tf
 from common import signature
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from trainer.settings import chain, checks
-from trainer.run import early_stopping
+from trainer.run import checkpoints, early_stopping
 from trainer.estimator import evaluation, export, loop
 
 
@@ -74,7 +74,7 @@ def test_a_resumed_run_remembers_its_patience_stops_and_exports_its_best(tiny_da
     best_export = rewrite_results(out, [1.0, 0.5])
     resumed = dict(flags, train_steps=40, early_stopping_patience=2)
     exported = loop.run(chain.parse_params(as_argv(resumed)))
-    assert evaluation.latest_checkpoint(str(out))[1] == 6  # one round, not 40 steps
+    assert checkpoints.latest_checkpoint(str(out))[1] == 6  # one round, not 40 steps
     assert exported == os.path.join(out, signature.EXPORT_SUBDIR, "image_classifier", "2")
     export.check_export(exported)
     assert sorted(tf.io.gfile.listdir(exported)) == sorted(tf.io.gfile.listdir(best_export))
@@ -83,4 +83,4 @@ def test_a_resumed_run_remembers_its_patience_stops_and_exports_its_best(tiny_da
     assert why["reason"].startswith("accuracy did not improve on 1 (step 2) in 2 evaluations")
     assert [r["evaluations_without_improvement"] for r in evaluation.read_eval_results(out)][-1] == 2
     assert loop.run(chain.parse_params(as_argv(resumed))) == exported  # a rerun stops again
-    assert evaluation.latest_checkpoint(str(out))[1] == 6
+    assert checkpoints.latest_checkpoint(str(out))[1] == 6

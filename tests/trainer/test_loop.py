@@ -15,6 +15,8 @@ from common import signature, warmup
 from serving.standin import model_store
 
 from trainer.estimator import evaluation, export, loop
+
+from trainer.run import checkpoints
 from common import image_ops, record_schema
 from trainer import task
 
@@ -91,9 +93,9 @@ def check_eval_counts_every_example_once(params, export_dir):
 def check_rerun_changes_nothing(params, argv):
     """The same command after the run finished: no training, no new eval or export, no error."""
     out = params["output_dir"]
-    before = (evaluation.latest_checkpoint(out), evaluation.read_eval_results(out), sorted(os.listdir(out)))
+    before = (checkpoints.latest_checkpoint(out), evaluation.read_eval_results(out), sorted(os.listdir(out)))
     assert task.main(argv) == os.path.join(out, "export", "image_classifier", "4")
-    assert (evaluation.latest_checkpoint(out), evaluation.read_eval_results(out), sorted(os.listdir(out))) == before
+    assert (checkpoints.latest_checkpoint(out), evaluation.read_eval_results(out), sorted(os.listdir(out))) == before
 
 
 def test_full_run_exports_a_model_that_serves_jpegs(tiny_params, tiny_argv, make_jpeg):
@@ -129,7 +131,7 @@ def test_evaluate_and_export_modes_on_an_existing_output_dir(tiny_params, tiny_a
 
 
 def test_evaluate_without_a_checkpoint_names_the_directory(tiny_params):
-    with pytest.raises(FileNotFoundError, match="has no checkpoint to evaluate"):
+    with pytest.raises(checkpoints.CheckpointError, match="has no checkpoint to evaluate: train first"):
         loop.run(dict(tiny_params, mode="evaluate"))
 
 

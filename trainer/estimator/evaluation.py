@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from common import signature
 from trainer.settings import chain, checks
-from trainer.run import early_stopping, gcs_lease, output_lock
+from trainer.run import checkpoints, early_stopping, gcs_lease, output_lock
 from trainer.report import eval_pictures
 from trainer.estimator import export, model
 from trainer.cloud import hptuning
@@ -33,14 +33,6 @@ RESULTS_LOCK_FILE = "eval_results.lock"
 EARLY_STOPPING_FILE = "early_stopping.json"  # why a run stopped early; removed when it trains on
 COPY_STAGING_SUBDIR = "export_staging_copy"  # the best export is copied here, then moved into place
 _LOGGER = logging.getLogger(__name__)  # the lines a person reads (shown in quiet mode)
-
-
-def latest_checkpoint(output_dir):
-    """(checkpoint path, global step) of the newest checkpoint; (None, 0) if none."""
-    path = tf.train.latest_checkpoint(output_dir)
-    if path is None:
-        return None, 0
-    return path, step_of(path)
 
 
 def step_of(checkpoint_path):
@@ -123,9 +115,10 @@ def evaluate_and_record(estimator, params, checkpoint_path=None, staging_dir=Non
     an evaluator beside a trainer passes its own so that their exports never meet).
     """
     if checkpoint_path is None:
-        checkpoint_path, step = latest_checkpoint(params["output_dir"])
+        checkpoint_path, step = checkpoints.latest_checkpoint(params["output_dir"])
         if checkpoint_path is None:
-            raise FileNotFoundError(f"output_dir={params['output_dir']!r} has no checkpoint to evaluate")
+            raise checkpoints.CheckpointError(f"output_dir={params['output_dir']!r} has no checkpoint "
+                                              f"to evaluate")
     else:
         step = step_of(checkpoint_path)
     start = time.time()
@@ -138,13 +131,33 @@ def evaluate_and_record(estimator, params, checkpoint_path=None, staging_dir=Non
             logging.info("Step %d was evaluated by another process meanwhile; not recorded", step)
             return None
         if early_stopping.best_record(earlier + [record], params["early_stopping_metric"]) is record:
-            record["best_export"] = export_best(estimator, params, checkpoint_path, step, staging_dir)
+            exported = export_best(estimator, params, checkpoint_path, step, staging_dir)
+            record["best_export"] = relative_to_run(params["output_dir"], exported)
         record["evaluations_without_improvement"] = early_stopping.evaluations_since_best(
             earlier + [record], params["early_stopping_metric"])
         append_eval_result(params["output_dir"], record)
     hptuning.report_metric(params, record)
     log_record(record, params)
     return record
+
+
+def relative_to_run(output_dir, path):
+    """path as recorded in the run's bookkeeping: relative to output_dir, so that a moved or
+    downloaded run (local or gs://) still finds it."""
+    return os.path.relpath(path, output_dir) if "://" not in output_dir else path[len(output_dir):].lstrip("/")
+
+
+def path_in_run(output_dir, recorded):
+    """A recorded path joined onto output_dir as it is now. Records of older versions hold
+    absolute paths of the place the run was written: their part from best_export/ or export/ on
+    is what counts."""
+    for subdir in (signature.BEST_EXPORT_SUBDIR, signature.EXPORT_SUBDIR):
+        marker = f"/{subdir}/"
+        if recorded.startswith(f"{subdir}/"):
+            return os.path.join(output_dir, recorded)
+        if marker in recorded:
+            return os.path.join(output_dir, subdir, recorded.rsplit(marker, 1)[1])
+    return os.path.join(output_dir, recorded)
 
 
 def check_metric_reported(record, params):
@@ -198,7 +211,8 @@ def stop_early(estimator, params):
     summary = {"stopped_at_step": records[-1]["global_step"], "best_step": best["global_step"],
                "metric": params["early_stopping_metric"],
                "best_value": best[params["early_stopping_metric"]],
-               "patience": params["early_stopping_patience"], "export": exported, "reason": reason}
+               "patience": params["early_stopping_patience"],
+               "export": relative_to_run(output_dir, exported), "reason": reason}
     chain.write_text_atomically(reason_path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
     _LOGGER.info("early stopping at step %d: %s; serving export %s",
                  summary["stopped_at_step"], reason, exported)
@@ -211,10 +225,11 @@ def export_stopped_run(estimator, params, best):
     output_dir = params["output_dir"]
     export_base = os.path.join(output_dir, signature.EXPORT_SUBDIR)
     if not best.get("best_export"):
-        checkpoint_path, step = latest_checkpoint(output_dir)
+        checkpoint_path, step = checkpoints.latest_checkpoint(output_dir)
         return export.export_model(estimator, params, checkpoint_path, step, export_base)
     target = os.path.join(export_base, params["serving_model_name"], str(best["global_step"]))
-    return copy_export(best["best_export"], target, os.path.join(output_dir, COPY_STAGING_SUBDIR))
+    return copy_export(path_in_run(output_dir, best["best_export"]), target,
+                       os.path.join(output_dir, COPY_STAGING_SUBDIR))
 
 
 def copy_export(source, target, staging):

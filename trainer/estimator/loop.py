@@ -24,9 +24,9 @@ from trainer.settings import chain, checks, table
 from trainer.estimator import continuous_eval, evaluation, export, model, predict, warm_start
 from trainer.data import data_checks, input as input_lib
 from trainer.report import hparams_view
-from trainer.run import output_lock, progress
+from trainer.run import checkpoints, output_lock, progress
 from trainer.cloud import tf_config
-from trainer.estimator.evaluation import evaluate_and_record, evaluated_steps, latest_checkpoint
+from trainer.estimator.evaluation import evaluate_and_record, evaluated_steps
 
 ModeKeys = tf.estimator.ModeKeys
 
@@ -89,9 +89,10 @@ def make_estimator(params):
 
 def export_latest(estimator, params):
     """Exports the latest checkpoint to OUT/export/<serving_model_name>/<step>/."""
-    checkpoint_path, step = latest_checkpoint(params["output_dir"])
+    checkpoint_path, step = checkpoints.latest_checkpoint(params["output_dir"])
     if checkpoint_path is None:
-        raise FileNotFoundError(f"output_dir={params['output_dir']!r} has no checkpoint to export")
+        raise checkpoints.CheckpointError(f"output_dir={params['output_dir']!r} has no checkpoint "
+                                          f"to export: train first (--mode train_and_eval)")
     export_base = os.path.join(params["output_dir"], signature.EXPORT_SUBDIR)
     return export.export_model(estimator, params, checkpoint_path, step, export_base)
 
@@ -124,7 +125,7 @@ def train_and_evaluate(params):
     train_input_fn = input_lib.make_input_fn(params["train_data_path"], ModeKeys.TRAIN)
     output_dir = params["output_dir"]
     evaluates = params["mode"] == "train_and_eval"
-    _, step = latest_checkpoint(output_dir)
+    _, step = checkpoints.latest_checkpoint(output_dir)
     if step:
         logging.getLogger(__name__).info("Resuming from step %d of %d", step, params["train_steps"])
     warm_start.prepare(params, step)  # step 0: check the source (a mismatch stops here); else ignored
@@ -141,7 +142,7 @@ def train_and_evaluate(params):
         estimator.train(train_input_fn, max_steps=min(step + params["steps_per_eval"],
                                                       params["train_steps"]),
                         hooks=[progress.make_progress_hook(params)])
-        step = check_progress(step, latest_checkpoint(output_dir)[1], params)
+        step = check_progress(step, checkpoints.latest_checkpoint(output_dir)[1], params)
 
 
 def run(params):
@@ -153,12 +154,17 @@ def run(params):
     that holds it). A data error during the run ends as one DatasetError naming the file.
     """
     if params["mode"] == "predict":
+        if not params["predict_export_dir"]:
+            check_checkpoints(params, repair=False)
         return run_mode(params)
     data_checks.check_before_run(params)
+    check_checkpoints(params, repair=False)  # read only: nothing, not even the lock, is written yet
     if params["use_tpu"]:
         resolve_tpu(params)  # no credentials, no such TPU: one line before anything is written
     is_beside_trainer = params["mode"] == "continuous_eval"
     with contextlib.nullcontext() if is_beside_trainer else output_lock.hold_output_dir(params["output_dir"]):
+        if not is_beside_trainer:
+            check_checkpoints(params, repair=True)  # again under the lock, which may have waited
         try:
             return run_mode(params)
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as err:
@@ -166,6 +172,16 @@ def run(params):
             if named is None:
                 raise
             raise named from None
+
+
+def check_checkpoints(params, repair):
+    """The output dir's checkpoints checked (trainer/run/checkpoints.py) before anything is written;
+    the modes that read a checkpoint refuse in one line when there is none."""
+    prefix, _ = checkpoints.check_run_state(params["output_dir"], repair=repair)
+    if prefix is None and params["mode"] in ("evaluate", "export", "predict"):
+        raise checkpoints.CheckpointError(
+            f"output_dir={params['output_dir']!r} has no checkpoint to {params['mode']}: train "
+            f"first (--mode train_and_eval), or pass the --output_dir of a training run")
 
 
 def run_mode(params):
@@ -180,5 +196,5 @@ def run_mode(params):
     if params["mode"] == "continuous_eval":
         return continuous_eval.run_continuous_eval(estimator, params)
     if params["mode"] == "predict":
-        return predict.run_predict(estimator, params, latest_checkpoint(params["output_dir"])[0])
+        return predict.run_predict(estimator, params, checkpoints.latest_checkpoint(params["output_dir"])[0])
     return export_latest(estimator, params)

@@ -36,6 +36,7 @@ import re
 import tensorflow as tf
 
 from trainer import nets
+from trainer.run import checkpoints
 from trainer.settings import checks, table
 
 CONVERTED_SUBDIR = "warm_start"     # under output_dir: the converted Keras weights
@@ -58,7 +59,7 @@ def converted_prefix(params):
 
 def is_fresh(params):
     """True when output_dir has no checkpoint yet: the only time warm start applies."""
-    return tf.train.latest_checkpoint(params["output_dir"]) is None
+    return not checkpoints.list_checkpoints(params["output_dir"])  # by the files, not the state
 
 
 def prepare(params, step):

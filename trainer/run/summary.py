@@ -5,8 +5,9 @@
 import json
 import sys
 
-from trainer.settings import chain
+from trainer.settings import chain, table
 from trainer.estimator import evaluation
+from trainer.run import early_stopping
 
 
 def format_eval(record):
@@ -22,12 +23,12 @@ def summarize_run(params, result):
     if mode == "predict":
         return f"predictions: {result['output_dir']} ({json.dumps(result, sort_keys=True)})"
     lines = [f"run: {output_dir} (mode {mode})"]
-    records = evaluation.read_eval_results(output_dir)
-    if records:
-        best = max(records, key=lambda r: r["accuracy"])
-        lines.append(f"best eval: step {best['global_step']}: {format_eval(best)}")
+    metric = params["early_stopping_metric"]
+    best = early_stopping.best_record(evaluation.read_eval_results(output_dir), metric)
+    if best:
+        lines.append(f"best eval (by {metric}): step {best['global_step']}: {format_eval(best)}")
         if best.get("best_export"):
-            lines.append(f"best export: {best['best_export']}")
+            lines.append(f"best export: {evaluation.path_in_run(output_dir, best['best_export'])}")
     if mode != "evaluate" and isinstance(result, str):
         lines.append(f"export: {result}")
     lines.append(f"look: tensorboard --logdir {output_dir}")
@@ -35,7 +36,7 @@ def summarize_run(params, result):
 
 
 def main(argv):
-    params = chain.read_saved_params(argv[1])
+    params = dict(table.DEFAULTS, **chain.read_saved_params(argv[1]))
     params.update(output_dir=argv[1], mode="evaluate")
     print(summarize_run(params, None))
 

@@ -23,6 +23,7 @@ import yaml
 
 from trainer.cloud import hptuning
 from trainer.data import byo_records
+from trainer.run import checkpoints
 from trainer.settings import checks, dataset_info, flags, table
 from trainer.settings.checks import ConfigError
 
@@ -146,7 +147,7 @@ def check_same_run(saved, params):
     output_dir holds; nothing has been written yet. Without a checkpoint there is
     nothing to mismatch, and the new settings simply replace params.json."""
     output_dir = params["output_dir"]
-    if not saved or tf.train.latest_checkpoint(output_dir) is None:
+    if not saved or not checkpoints.list_checkpoints(output_dir):  # by the files: the state may be lost
         return
     keys = table.RUN_IDENTITY_KEYS + table.NETWORKS[params["model"]].options
     changed = [describe_change(key, saved[key], params[key])

@@ -7,6 +7,7 @@ its check and before anything is written (trainer/settings/chain.py).
 
     .venv/bin/python -c "from trainer.settings import dataset_info as d; print(d.read_dataset_info('work/demo/data/train-*')[0])"
 """
+import logging
 import os
 
 import tensorflow as tf
@@ -64,7 +65,19 @@ def data_patterns(params):
     if params["mode"] in EVAL_MODES:
         check_glob("eval_data_path", params["eval_data_path"])
         patterns["num_eval_examples"] = params["eval_data_path"]
+    if len(patterns) == 2:
+        warn_if_evaluating_on_training_data(params["train_data_path"], params["eval_data_path"])
     return patterns
+
+
+def warn_if_evaluating_on_training_data(train_pattern, eval_pattern):
+    """One loud line when the eval glob reads training files: its accuracy is not held-out accuracy."""
+    shared = set(tf.io.gfile.glob(train_pattern)) & set(tf.io.gfile.glob(eval_pattern))
+    if shared:
+        logging.getLogger(__name__).warning(
+            "WARNING: eval_data_path=%r reads %d of the training files (e.g. %s): every evaluation, "
+            "the best export and early stopping measure the training set, not held-out data",
+            eval_pattern, len(shared), sorted(shared)[0])
 
 
 def add_dataset_info(params, typed=(), record_counts=None):

@@ -1,0 +1,165 @@
+"""A trainer trusts no state it has not checked (trainer/run/checkpoints.py), through the real command.
+
+One tiny run is trained once (4 steps, checkpoints at 0, 2 and 4, an eval record and
+a best export at 2 and 4); each test copies it, damages it as users' tools do (a lost
+`checkpoint` file, a truncated .index or .data file, checkpoints deleted, the
+directory moved) and runs `python -m trainer.task` on the copy.
+
+    .venv/bin/python -m pytest tests/trainer/test_run_state.py
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import write_dataset
+from tests.trainer.conftest import TINY_FLAGS, as_argv
+from trainer.estimator import evaluation
+from trainer.run import checkpoints
+
+TRAIN_STEPS = 4
+
+
+def run_trainer(*argv):
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "PYTHONWARNINGS")}
+    return subprocess.run([sys.executable, "-m", "trainer.task", *map(str, argv)],
+                          capture_output=True, text=True, timeout=600, env=env)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """(dataset dir, run dir) of a finished 4-step run."""
+    base = tmp_path_factory.mktemp("trained")
+    data = write_dataset(base / "data", {"train": 24, "eval": 11}, size=20)
+    out = base / "run"
+    result = run_trainer(*argv_for(data, out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return data, out
+
+
+def argv_for(data, out, **overrides):
+    return as_argv({**TINY_FLAGS, "train_data_path": f"{data}/train-*",
+                    "eval_data_path": f"{data}/eval-*", "output_dir": out, **overrides})
+
+
+@pytest.fixture
+def run_copy(trained, tmp_path):
+    """A copy of the trained run in tmp_path/run, and its dataset."""
+    data, out = trained
+    copy = tmp_path / "run"
+    shutil.copytree(out, copy)
+    return data, copy
+
+
+def snapshot(out):
+    """{relative path: (size, mtime)} of every file: what a refused run must leave as it was."""
+    return {str(p.relative_to(out)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def test_a_lost_state_file_resumes_from_the_newest_checkpoint_and_says_so(run_copy):
+    data, out = run_copy
+    (out / checkpoints.STATE_FILE).unlink()
+    result = run_trainer(*argv_for(data, out, train_steps=6))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (f"{out}/checkpoint is missing: resuming from model.ckpt-4 (step 4), the newest checkpoint "
+            f"here, checked to restore") in result.stderr
+    assert checkpoints.latest_checkpoint(str(out))[1] == 6
+    steps = [r["global_step"] for r in evaluation.read_eval_results(str(out))]
+    assert steps == [2, 4, 6]  # one history: no second training from step 0
+
+
+@pytest.mark.parametrize("suffix", [".index", ".data-00000-of-00001"])
+@pytest.mark.parametrize("mode", ["train_and_eval", "evaluate", "export", "continuous_eval", "predict"])
+def test_a_damaged_checkpoint_is_named_and_nothing_is_written(run_copy, suffix, mode, tmp_path):
+    data, out = run_copy
+    damaged = out / f"model.ckpt-4{suffix}"
+    damaged.write_bytes(damaged.read_bytes()[:len(damaged.read_bytes()) // 2])
+    before = snapshot(out)
+    extra = {"predict_input": f"{data}/eval-*", "predict_output_dir": tmp_path / "preds"} if mode == "predict" else {}
+    result = run_trainer(*argv_for(data, out, mode=mode, **extra))
+    assert result.returncode == 2, result.stderr[-3000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"error: checkpoint {out}/model.ckpt-4 (step 4) is damaged: ")
+    assert lines[0].endswith(f"move {out}/model.ckpt-4.* out of the directory to resume from "
+                             f"model.ckpt-2 (step 2), or restore the files from a copy")
+    assert snapshot(out) == before
+    assert not (tmp_path / "preds").exists()
+
+
+def test_a_run_without_its_checkpoints_refuses_to_start_over(run_copy):
+    data, out = run_copy
+    for path in out.glob("model.ckpt-*"):
+        path.unlink()
+    (out / checkpoints.STATE_FILE).unlink()
+    before = snapshot(out)
+    result = run_trainer(*argv_for(data, out))
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.strip() == (
+        f"error: output_dir={str(out)!r} holds eval records (eval_results.jsonl); exports (export/); "
+        f"exports (best_export/) of an earlier run but no checkpoint: training would start again "
+        f"from step 0 beside them. Copy the model.ckpt-* files back, or use a new --output_dir")
+    assert snapshot(out) == before
+
+
+def test_a_state_naming_deleted_files_falls_back_to_the_newest_intact_one(run_copy):
+    data, out = run_copy
+    for path in out.glob("model.ckpt-4.*"):
+        path.unlink()
+    result = run_trainer(*argv_for(data, out, mode="export"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"{out}/checkpoint names model.ckpt-4, whose files are gone: resuming from model.ckpt-2" in result.stderr
+    assert (out / "export" / "image_classifier" / "2" / "saved_model.pb").exists()
+    assert 'model_checkpoint_path: "model.ckpt-2"' in (out / checkpoints.STATE_FILE).read_text()
+
+
+def test_a_moved_run_resumes_and_reports_where_it_is_now(run_copy, tmp_path):
+    data, out = run_copy
+    # Records written by an older version held absolute paths of the old place.
+    records = evaluation.read_eval_results(str(out))
+    for record in records:
+        if "best_export" in record:
+            record["best_export"] = f"/old/place/run/best_export/image_classifier/{record['global_step']}"
+    (out / evaluation.RESULTS_FILE).write_text("".join(json.dumps(r) + "\n" for r in records))
+    moved = tmp_path / "moved"
+    out.rename(moved)
+    result = run_trainer(*argv_for(data, moved, train_steps=6, early_stopping_patience=1,
+                                   early_stopping_metric="loss"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    best_line = next(line for line in result.stdout.splitlines() if line.startswith("best export: "))
+    assert best_line.startswith(f"best export: {moved}/best_export/image_classifier/")
+    assert os.path.isdir(best_line.split(": ", 1)[1])
+    assert "best eval (by loss)" in result.stdout
+    for record in evaluation.read_eval_results(str(moved)):
+        assert not record.get("best_export", "").startswith(str(moved))  # recorded relative
+
+
+@pytest.mark.parametrize("recorded, expected", [
+    ("best_export/m/4", "gs://b/run2/best_export/m/4"),
+    ("gs://b/run/best_export/m/4", "gs://b/run2/best_export/m/4"),
+    ("/home/u/run/export/m/4", "gs://b/run2/export/m/4"),
+])
+def test_recorded_paths_follow_the_run_to_gs(recorded, expected):
+    assert evaluation.path_in_run("gs://b/run2", recorded) == expected
+    assert evaluation.relative_to_run("gs://b/run2", "gs://b/run2/best_export/m/4") == "best_export/m/4"
+
+
+def test_train_mode_refuses_early_stopping_settings(trained, tmp_path):
+    data, _ = trained
+    result = run_trainer(*argv_for(data, tmp_path / "out", mode="train", early_stopping_patience=3))
+    assert result.returncode == 2
+    assert "early_stopping_patience=3 (flag --early_stopping_patience) needs evaluations, and " \
+           "mode='train' (flag --mode) does not evaluate" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_evaluating_on_the_training_files_is_said_loudly(trained, tmp_path, caplog):
+    data, _ = trained
+    from trainer.settings import chain
+    params = chain.parse_params(argv_for(data, tmp_path / "out", eval_data_path=f"{data}/train-*"))
+    assert params["num_eval_examples"] == 24
+    assert f"eval_data_path='{data}/train-*' reads 2 of the training files" in caplog.text

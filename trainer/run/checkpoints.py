@@ -1,0 +1,208 @@
+"""What an output directory holds of an earlier run, checked before a run trusts it.
+
+TensorFlow finds "the latest checkpoint" through one small text file, OUT/checkpoint.
+Lose it (a partial `gsutil cp`, a sync tool that skips small files) and
+tf.train.latest_checkpoint says "none": the next run would train again from step 0
+beside the old run's checkpoints, eval records and exports. So every mode starts with
+check_run_state, which looks at the checkpoint files themselves:
+
+  * the state names a checkpoint that is here and restores: resume from it;
+  * the state is missing, unreadable or names files that are gone, and checkpoint files
+    are here: resume from the newest one, checked to restore, and say so in one line
+    (the state file is rewritten with relative paths, so the run may move again);
+  * the checkpoint to resume from is damaged (its .index or .data cut short): one line
+    naming the file, the step and the fix (an older intact checkpoint is named), exit 2;
+  * no checkpoint, but eval records, exports or checkpoint pieces of an earlier run:
+    one line naming what is there, exit 2 (never a silent start from step 0);
+  * nothing of an earlier run: a fresh start.
+
+Every path it returns or writes is relative to, or joined onto, the directory as it is
+now, so a moved or downloaded run (local or gs://) resumes where it is.
+
+    .venv/bin/python -m trainer.run.checkpoints OUT     # what OUT holds, and what a run would do
+"""
+import logging
+import os
+import re
+import sys
+
+import tensorflow as tf
+
+from common.user_errors import UserError
+
+STATE_FILE = "checkpoint"  # TensorFlow's checkpoint state (a text proto)
+CHECKPOINT_INDEX = re.compile(r"^model\.ckpt-(\d+)\.index$")
+# One line of the state file's text proto (tensorflow/python/training/checkpoint_state.proto).
+STATE_LINE = re.compile(r'^(?P<key>model_checkpoint_path|all_model_checkpoint_paths|'
+                        r'all_model_checkpoint_timestamps|last_preserved_timestamp): '
+                        r'(?P<value>"(?:[^"\\]|\\.)*"|[-+\d.eE]+)$')
+_LOGGER = logging.getLogger(__name__)
+
+
+class CheckpointError(UserError):
+    """The output directory's checkpoints cannot be trusted as they are; the message says why and the fix."""
+
+
+def list_checkpoints(output_dir):
+    """[(step, prefix)] of the checkpoints in output_dir by their .index files, oldest first."""
+    found = []
+    for path in tf.io.gfile.glob(os.path.join(output_dir, "model.ckpt-*.index")):
+        match = CHECKPOINT_INDEX.match(os.path.basename(path))
+        if match:
+            found.append((int(match[1]), path[:-len(".index")]))
+    return sorted(found)
+
+
+def parse_state(text):
+    """{key: [values]} of a state file's text; ValueError when a line is not one of its fields."""
+    fields = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        match = STATE_LINE.match(line.strip())
+        if not match:
+            raise ValueError(f"not a checkpoint state line: {line[:60]!r}")
+        fields.setdefault(match["key"], []).append(match["value"].strip('"'))
+    return fields
+
+
+def read_state(output_dir):
+    """(basename of the checkpoint the state file names, or None; why it names none, or None).
+
+    An absolute path (written by another tool, or before a move) counts by its basename.
+    """
+    path = os.path.join(output_dir, STATE_FILE)
+    if not tf.io.gfile.exists(path):
+        return None, f"{path} is missing"
+    try:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            fields = parse_state(f.read().decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:  # torn or foreign
+        return None, f"{path} is unreadable ({type(err).__name__})"
+    if not fields.get("model_checkpoint_path"):
+        return None, f"{path} names no checkpoint"
+    return os.path.basename(fields["model_checkpoint_path"][0].rstrip("/")), None
+
+
+def is_state_relative(output_dir):
+    """True when every path in the state file is a bare file name (a moved run still finds them)."""
+    with tf.io.gfile.GFile(os.path.join(output_dir, STATE_FILE), "rb") as f:
+        fields = parse_state(f.read().decode("utf-8"))
+    paths = fields.get("model_checkpoint_path", []) + fields.get("all_model_checkpoint_paths", [])
+    return all("/" not in path for path in paths)
+
+
+def restore_problem(prefix):
+    """None if the checkpoint at prefix reads whole (index, every tensor); else what is wrong."""
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    except (tf.errors.OpError, ValueError, RuntimeError, IndexError, OSError) as err:  # IndexError: a short .data file
+        message = getattr(err, "message", None) or str(err)
+        return message.strip().splitlines()[0][:200]
+    return None
+
+
+def earlier_run_evidence(output_dir):
+    """What output_dir holds of an earlier training besides checkpoints ([] for a fresh dir)."""
+    found = []
+    pieces = tf.io.gfile.glob(os.path.join(output_dir, "model.ckpt-*"))
+    if pieces:
+        found.append(f"{len(pieces)} checkpoint file(s) without their .index ({os.path.basename(pieces[0])})")
+    results = os.path.join(output_dir, "eval_results.jsonl")
+    if tf.io.gfile.exists(results) and tf.io.gfile.stat(results).length:
+        found.append("eval records (eval_results.jsonl)")
+    for subdir in ("export", "best_export"):
+        if tf.io.gfile.glob(os.path.join(output_dir, subdir, "*", "*", "saved_model.pb")):
+            found.append(f"exports ({subdir}/)")
+    return found
+
+
+def check_run_state(output_dir, repair=True):
+    """(prefix, step) of the checkpoint a run in output_dir resumes from, checked to restore;
+    (None, 0) for a fresh directory. CheckpointError when the directory cannot be trusted.
+
+    repair: rewrite a missing or stale state file (a run holding the directory's lock);
+    off for a job beside the trainer (continuous_eval), which only reads.
+    """
+    found = list_checkpoints(output_dir)
+    named, problem = read_state(output_dir)
+    if not found:
+        refuse_without_checkpoints(output_dir, named)
+        return None, 0
+    by_name = {os.path.basename(prefix): (step, prefix) for step, prefix in found}
+    if named in by_name:
+        step, prefix = by_name[named]
+    else:
+        step, prefix = found[-1]
+        problem = problem or f"{os.path.join(output_dir, STATE_FILE)} names {named}, whose files are gone"
+    damage = restore_problem(prefix)
+    if damage:
+        raise CheckpointError(damaged_message(prefix, step, damage, found))
+    if problem:
+        _LOGGER.warning("%s: resuming from %s (step %d), the newest checkpoint here, checked to "
+                        "restore", problem, os.path.basename(prefix), step)
+    if repair and (problem or not is_state_relative(output_dir)):
+        write_state(output_dir, found, step)
+    return prefix, step
+
+
+def refuse_without_checkpoints(output_dir, named):
+    """CheckpointError when output_dir shows an earlier run but holds no checkpoint."""
+    evidence = earlier_run_evidence(output_dir)
+    if named:
+        evidence.insert(0, f"a {STATE_FILE} file naming {named}")
+    if evidence:
+        raise CheckpointError(
+            f"output_dir={output_dir!r} holds {'; '.join(evidence)} of an earlier run but no "
+            f"checkpoint: training would start again from step 0 beside them. Copy the "
+            f"model.ckpt-* files back, or use a new --output_dir")
+
+
+def damaged_message(prefix, step, damage, found):
+    older = [(s, p) for s, p in found if s < step and restore_problem(p) is None]
+    pattern = f"{prefix}.*"
+    if older:
+        fix = (f"move {pattern} out of the directory to resume from {os.path.basename(older[-1][1])} "
+               f"(step {older[-1][0]}), or restore the files from a copy")
+    else:
+        fix = "restore the files from a copy, or use a new --output_dir"
+    return f"checkpoint {prefix} (step {step}) is damaged: {damage}; {fix}"
+
+
+def write_state(output_dir, found, step):
+    """OUT/checkpoint naming the checkpoint of step as the latest, every path a bare file name
+    (so a moved run resumes); the ones up to it stay listed for keep_checkpoint_max."""
+    kept = [os.path.basename(p) for s, p in found if s <= step]
+    tf.compat.v1.train.update_checkpoint_state(output_dir, kept[-1], kept)
+
+
+def latest_checkpoint(output_dir):
+    """(prefix, step) of the newest checkpoint by the state file; (None, 0) if none.
+
+    Joined onto output_dir as it is now: the state's paths are relative (Estimator writes
+    them so; check_run_state rewrites older ones).
+    """
+    named, _ = read_state(output_dir)
+    if named is None:
+        return None, 0
+    prefix = os.path.join(output_dir, named)
+    if not tf.io.gfile.exists(prefix + ".index"):
+        return None, 0
+    match = re.match(r"^model\.ckpt-(\d+)$", named)
+    return prefix, int(match[1]) if match else int(tf.train.load_variable(prefix, "global_step"))
+
+
+def main(argv):
+    output_dir = argv[1]
+    print("checkpoints:", [(step, os.path.basename(p)) for step, p in list_checkpoints(output_dir)])
+    print("state:", read_state(output_dir))
+    try:
+        print("a run resumes from:", check_run_state(output_dir, repair=False))
+    except CheckpointError as err:
+        print("a run refuses:", err)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
