@@ -25,15 +25,26 @@ def main(argv=None):
     typed, config_file = flags.parse_flags(sys.argv[1:] if argv is None else argv)
     # TensorFlow loads only now that the flags have parsed.
     from trainer.cloud import cluster
-    from trainer.run import summary
+    from trainer.run import failures, summary
     from trainer.settings import chain
     try:
         params = chain.resolve(typed, config_file)
-        result = cluster.run(params)  # loop.run, or this task's role of a TF_CONFIG cluster
+        result = run_or_explain(cluster.run, params, failures)  # loop.run, or a cluster role
     except UserError as err:  # a bad setting, a busy output_dir, data unlike its metadata
         console.exit_with_error(err)
     print(summary.summarize_run(params, result), flush=True)
     return result
+
+
+def run_or_explain(run, params, failures):
+    """run(params); a library error that is a user's to fix (a full disk) becomes a UserError."""
+    try:
+        return run(params)
+    except Exception as err:  # noqa: BLE001 (re-raised unless failures names it)
+        explained = failures.explain(err, params)
+        if explained is None:
+            raise
+        raise explained from None
 
 
 if __name__ == "__main__":

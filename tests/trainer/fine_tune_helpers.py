@@ -28,6 +28,31 @@ def write_hub_module(path, seed=0):
     return {variable.name: variable.numpy() for variable in module.variables}
 
 
+def write_momentum_hub_module(path):
+    """Saves a TF Hub-style image feature vector whose __call__ takes batch_norm_momentum, as TF
+    Hub's TF2 EfficientNet V2 and BiT modules do: [B, S, S, 3] -> [B, HUB_FEATURES]. Training
+    updates its moving mean with that momentum. TF Hub's reusable format: `variables` and
+    `trainable_variables` attributes on the root object."""
+    moving_mean = tf.Variable(tf.zeros([3]), trainable=False, name="moving_mean")
+    kernel = tf.Variable(tf.ones([3, HUB_FEATURES]), name="kernel")
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, None, 3], tf.float32),
+                                  tf.TensorSpec([], tf.bool), tf.TensorSpec([], tf.float32)])
+    def call(images, training=False, batch_norm_momentum=0.99):
+        batch_mean = tf.reduce_mean(images, [0, 1, 2])
+
+        def update():
+            moving_mean.assign(batch_norm_momentum * moving_mean + (1 - batch_norm_momentum) * batch_mean)
+            return batch_mean
+        mean = tf.cond(training, update, lambda: tf.identity(moving_mean))
+        return tf.matmul(tf.reduce_mean(images, [1, 2]) - mean, kernel)
+
+    root = tf.train.Checkpoint()  # an AutoTrackable root takes plain attributes
+    root.variables, root.trainable_variables = [moving_mean, kernel], [kernel]
+    root.__call__ = call
+    tf.saved_model.save(root, str(path))
+
+
 def write_backbone_weights(name, image_size, path, seed=0):
     """Saves random keras.applications `name` weights (include_top=False) to path, as
     `model.save_weights` writes them (.h5: legacy HDF5; .weights.h5: Keras 3 style).

@@ -14,7 +14,8 @@ import tensorflow as tf
 from common import signature
 from tests.conftest import encode_image, pattern_image
 from tests.trainer.conftest import TINY_FLAGS, as_argv
-from tests.trainer.fine_tune_helpers import write_hub_module
+from tests.trainer.fine_tune_helpers import write_hub_module, write_momentum_hub_module
+from trainer import nets
 from trainer.settings import chain
 from trainer.estimator import loop
 
@@ -76,3 +77,25 @@ def test_hub_backbone_trains_and_exports_with_bfloat16_and_transposed_input(
     trained = tf.train.load_variable(checkpoint, "hub_conv/kernel")  # the module's, fine-tuned
     assert trained.shape == (3, 3, 3, 6)
     assert 0 < np.abs(trained - module_values["hub_conv/kernel:0"]).max() < 0.1
+
+
+def test_a_hub_module_that_takes_batch_norm_momentum_gets_the_setting(tmp_path, caplog):
+    """One training call on images of mean 0.5 ([-1, 1] inputs of 0, mapped to [0, 1]) moves the
+    module's moving mean from 0 to (1 - momentum) * 0.5: 0.25 with momentum 0.5, not 0.005."""
+    write_momentum_hub_module(tmp_path / "momentum_module")
+    network = nets.build_network("hub", 3, 16, hub_module=str(tmp_path / "momentum_module"),
+                                 freeze_backbone=False, dropout_rate=0.0, batch_norm_momentum=0.5)
+    network(tf.zeros([2, 16, 16, 3]), training=True)
+    moving_mean = next(v for v in network.variables if "moving_mean" in v.name)
+    np.testing.assert_allclose(moving_mean.numpy(), [0.25] * 3, rtol=1e-6)
+    assert "takes no batch_norm_momentum" not in caplog.text
+
+
+def test_a_hub_module_without_the_argument_is_said_in_one_line(tmp_path, caplog):
+    write_hub_module(tmp_path / "module")
+    nets.build_network("hub", 3, 16, hub_module=str(tmp_path / "module"), freeze_backbone=False,
+                       dropout_rate=0.0, batch_norm_momentum=0.7)
+    lines = [r.getMessage() for r in caplog.records if "takes no batch_norm_momentum" in r.getMessage()]
+    assert lines == [f"hub_module={str(tmp_path / 'module')!r} takes no batch_norm_momentum argument: "
+                     f"--batch_norm_momentum=0.7 is not applied (its batch norm, if any, keeps the "
+                     f"momentum it was saved with)"]

@@ -111,7 +111,7 @@ def test_keras_fit_trains_the_same_model():
     ("small_cnn", dict(OPTIONS["small_cnn"], cnn_filters=[4, 4, 4, 4, 4]),
      "image_size=16 is too small"),
     ("mobilenet_v2", OPTIONS["mobilenet_v2"], "model='mobilenet_v2' needs image_size >= 32"),
-    ("hub", {"hub_module": None, "freeze_backbone": False, "dropout_rate": 0.0},
+    ("hub", {"hub_module": None, "freeze_backbone": False, "dropout_rate": 0.0, "batch_norm_momentum": 0.9},
      "model='hub' needs hub_module"),
 ])
 def test_bad_network_settings_name_the_value(name, options, message):

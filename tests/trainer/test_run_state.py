@@ -163,3 +163,30 @@ def test_evaluating_on_the_training_files_is_said_loudly(trained, tmp_path, capl
     params = chain.parse_params(argv_for(data, tmp_path / "out", eval_data_path=f"{data}/train-*"))
     assert params["num_eval_examples"] == 24
     assert f"eval_data_path='{data}/train-*' reads 2 of the training files" in caplog.text
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux's unshare for a small tmpfs")
+def test_a_full_disk_is_one_line_and_the_same_command_resumes_after_freeing_space(trained, tmp_path):
+    """A 1.2 MB tmpfs (in a private mount namespace) fills up during the first checkpoint save;
+    after it grows, the same command trains to the end."""
+    data, _ = trained
+    mount, out = tmp_path / "disk", tmp_path / "disk" / "out"
+    mount.mkdir()
+    command = " ".join(f"'{arg}'" for arg in [sys.executable, "-m", "trainer.task", *argv_for(data, out)])
+    script = (f"mount -t tmpfs -o size=1200k tmpfs {mount} || exit 99\n"
+              f"{command} > {tmp_path}/first.out 2> {tmp_path}/first.err; echo $? > {tmp_path}/first.rc\n"
+              f"mount -o remount,size=20m {mount}\n"
+              f"{command} > {tmp_path}/second.out 2> {tmp_path}/second.err; echo $? > {tmp_path}/second.rc\n"
+              f"ls {out} > {tmp_path}/files\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "PYTHONWARNINGS")}
+    namespace = subprocess.run(["unshare", "-rm", "sh", "-c", script], env=env, timeout=600,
+                               capture_output=True, text=True)
+    if namespace.returncode == 99:
+        pytest.skip(f"no tmpfs in a user namespace here: {namespace.stderr.strip()}")
+    first_err = (tmp_path / "first.err").read_text().strip().splitlines()
+    assert (tmp_path / "first.rc").read_text().strip() == "2", first_err[-20:]
+    assert first_err == [f"error: no space left on device while writing to {out}: nothing written "
+                         f"before is lost; free space there and run the same command again to resume "
+                         f"from the last checkpoint"]
+    assert (tmp_path / "second.rc").read_text().strip() == "0", (tmp_path / "second.err").read_text()[-3000:]
+    assert "model.ckpt-4.index" in (tmp_path / "files").read_text().split()

@@ -32,6 +32,7 @@ from common.user_errors import UserError
 
 STATE_FILE = "checkpoint"  # TensorFlow's checkpoint state (a text proto)
 CHECKPOINT_INDEX = re.compile(r"^model\.ckpt-(\d+)\.index$")
+CHECKPOINT_PIECE = re.compile(r"^model\.ckpt-\d+\.(index|meta|data-\d+-of-\d+)$")
 # One line of the state file's text proto (tensorflow/python/training/checkpoint_state.proto).
 STATE_LINE = re.compile(r'^(?P<key>model_checkpoint_path|all_model_checkpoint_paths|'
                         r'all_model_checkpoint_timestamps|last_preserved_timestamp): '
@@ -107,7 +108,8 @@ def restore_problem(prefix):
 def earlier_run_evidence(output_dir):
     """What output_dir holds of an earlier training besides checkpoints ([] for a fresh dir)."""
     found = []
-    pieces = tf.io.gfile.glob(os.path.join(output_dir, "model.ckpt-*"))
+    pieces = [path for path in tf.io.gfile.glob(os.path.join(output_dir, "model.ckpt-*"))
+              if CHECKPOINT_PIECE.match(os.path.basename(path))]  # not a save's *_temp directory
     if pieces:
         found.append(f"{len(pieces)} checkpoint file(s) without their .index ({os.path.basename(pieces[0])})")
     results = os.path.join(output_dir, "eval_results.jsonl")

@@ -147,8 +147,8 @@ NETWORKS = {
     # keras.applications backbones (trainer/nets/applications.py): Keras needs 32 px at least.
     **{name: Network(BACKBONE_OPTIONS + ("batch_norm_momentum",), has_backbone=True, min_image_size=32)
        for name in ("resnet50", "efficientnet_b0", "mobilenet_v2")},
-    # A TF Hub module's batch norm is inside its saved functions: no momentum to set.
-    "hub": Network(("hub_module",) + BACKBONE_OPTIONS, has_backbone=True),
+    # A TF Hub module takes the momentum as an argument when its __call__ has one (hub_backbone.py).
+    "hub": Network(("hub_module",) + BACKBONE_OPTIONS + ("batch_norm_momentum",), has_backbone=True),
 }
 MODES = ("train_and_eval", "evaluate", "export", "predict", "train", "continuous_eval")
 TRAIN_MODES = ("train_and_eval", "train")  # modes that read the train split
@@ -209,7 +209,8 @@ GROUPS = (
         S("warm_start_exclude", "^logits/", "regex of variables warm start leaves fresh; '' "
           "warm-starts everything", REGEX, reason="the classifier's shape is the class count"),
         S("freeze_backbone", False, "backbone networks: train the head only (phase 1 of a fine-tune)"),
-        S("batch_norm_momentum", 0.9, "resnet50/efficientnet_b0/mobilenet_v2: batch-norm momentum",
+        S("batch_norm_momentum", 0.9, "resnet50/efficientnet_b0/mobilenet_v2, and hub modules that "
+          "take it as an argument: batch-norm momentum",
           FRACTION, reason="the reference ResNet's; Keras' own 0.99 (MobileNetV2 0.999) leaves "
           "eval's statistics near their start for thousands of steps"),
         S("backbone_learning_rate_multiplier", 1.0, "backbone networks: the backbone's learning rate "
