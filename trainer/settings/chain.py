@@ -21,11 +21,17 @@ import sys
 import tensorflow as tf
 import yaml
 
+from common import gcs_probe
 from trainer.cloud import hptuning
 from trainer.data import byo_records
 from trainer.run import checkpoints
 from trainer.settings import checks, dataset_info, flags, table
 from trainer.settings.checks import ConfigError
+
+# The settings that name files a run reads or writes (output_dir and --config are probed first).
+GCS_PATH_SETTINGS = ("train_data_path", "eval_data_path", "warm_start_from", "hub_module",
+                     "predict_input", "predict_export_dir", "predict_output_dir")
+
 
 def read_config_file(path):
     """The settings in a YAML file (a mapping of setting names to values)."""
@@ -113,6 +119,9 @@ def resolve(flag_values, config_file=None):
     if output_dir:  # a hyperparameter-tuning trial writes to OUT/<trial id> (trainer/cloud/hptuning.py)
         output_dir = hptuning.trial_output_dir(output_dir)
         flag_values = dict(flag_values, output_dir=output_dir)
+    reachable = set()  # buckets checked: gs:// without network or credentials is one line at once
+    gcs_probe.check_readable(output_dir, "output_dir", reachable)
+    gcs_probe.check_readable(config_file, "--config", reachable)
     saved = read_saved_params(output_dir)
     if saved:
         saved_file = f"{os.path.join(output_dir, table.PARAMS_FILE)} of an earlier run"
@@ -121,6 +130,8 @@ def resolve(flag_values, config_file=None):
     params, sources = merge(params, sources, config_values, f"--config {config_file}")
     params, sources = merge(params, sources, flag_values, "flags")
     checks.check_params(params, sources)
+    for key in GCS_PATH_SETTINGS:
+        gcs_probe.check_readable(params[key], key, reachable)
     record_counts = byo_records.RecordCounts(output_dir) if output_dir else None
     params = dataset_info.add_dataset_info(params, typed=set(config_values) | set(flag_values),
                                            record_counts=record_counts)
