@@ -190,3 +190,19 @@ def test_a_full_disk_is_one_line_and_the_same_command_resumes_after_freeing_spac
                          f"from the last checkpoint"]
     assert (tmp_path / "second.rc").read_text().strip() == "0", (tmp_path / "second.err").read_text()[-3000:]
     assert "model.ckpt-4.index" in (tmp_path / "files").read_text().split()
+
+
+def test_predict_with_a_lost_state_file_uses_the_newest_checkpoint_not_fresh_weights(run_copy, tmp_path):
+    data, out = run_copy
+
+    def predict(output):
+        result = run_trainer(*argv_for(data, out, mode="predict", predict_input=f"{data}/eval-*",
+                                       predict_output_dir=output))
+        assert result.returncode == 0, result.stderr[-3000:]
+        return result.stderr, sorted(p.read_text() for p in output.glob("predictions-*.jsonl"))
+
+    _, with_state = predict(tmp_path / "with_state")
+    (out / checkpoints.STATE_FILE).unlink()
+    stderr, without_state = predict(tmp_path / "without_state")
+    assert "checkpoint is missing: resuming from model.ckpt-4 (step 4)" in stderr
+    assert without_state == with_state and with_state

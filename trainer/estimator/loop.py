@@ -196,5 +196,7 @@ def run_mode(params):
     if params["mode"] == "continuous_eval":
         return continuous_eval.run_continuous_eval(estimator, params)
     if params["mode"] == "predict":
-        return predict.run_predict(estimator, params, checkpoints.latest_checkpoint(params["output_dir"])[0])
+        # By the checked files, not the state file alone: a lost state must not mean random weights.
+        checkpoint_path, _ = checkpoints.check_run_state(params["output_dir"], repair=False)
+        return predict.run_predict(estimator, params, checkpoint_path)
     return export_latest(estimator, params)
