@@ -57,7 +57,7 @@ def test_a_run_prints_progress_eval_lines_and_a_summary_only(tiny_dataset, tmp_p
     assert lines[-1] == f"look: tensorboard --logdir {out}"
     assert lines[-2] == f"export: {out}/export/image_classifier/4"
     assert lines[-3].startswith(f"best export: {out}/best_export/image_classifier/")
-    assert lines[-4].startswith("best eval: step ") and "accuracy" in lines[-4]
+    assert lines[-4].startswith("best eval (by accuracy): step ") and "accuracy" in lines[-4]
     assert len(lines) <= 10
 
 

@@ -59,9 +59,9 @@ def rewrite_results(out, accuracies):
     for record, accuracy in zip(kept, accuracies):
         record["accuracy"] = accuracy
         record.pop("best_export", None)
-    kept[0]["best_export"] = best_export
+    kept[0]["best_export"] = best_export  # as recorded: relative to the run
     (out / evaluation.RESULTS_FILE).write_text("".join(json.dumps(r) + "\n" for r in kept))
-    return best_export
+    return evaluation.path_in_run(str(out), best_export)
 
 
 def test_a_resumed_run_remembers_its_patience_stops_and_exports_its_best(tiny_dataset, tmp_path):
