@@ -11,8 +11,8 @@ import os
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import (
-    DirectOptions, GoogleCloudOptions, PipelineOptions, SetupOptions, StandardOptions, TestOptions,
-    WorkerOptions, _BeamArgumentParser)
+    DirectOptions, GoogleCloudOptions, PipelineOptions, PortableOptions, SetupOptions,
+    StandardOptions, TestOptions, WorkerOptions, _BeamArgumentParser)
 from apache_beam.portability.api import beam_provision_api_pb2
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 from apache_beam.runners.portability.portable_runner import JobServiceHandle
@@ -110,11 +110,17 @@ def build_pipeline_options(pipeline_args, info_loggers=()):
     elif runner == "DirectRunner":
         _LOGGER.warning("--runner DirectRunner first tries Beam's Prism runner, which "
                         "downloads a binary; for an offline run use --runner %s", LOCAL_RUNNER)
-    if runner not in LOCAL_RUNNERS:
+    if runner not in LOCAL_RUNNERS and not is_loopback(options):
         setup = options.view_as(SetupOptions)
         if not setup.setup_file and os.path.exists(PROJECT_SETUP_FILE):
             setup.setup_file = PROJECT_SETUP_FILE
     return options
+
+
+def is_loopback(options):
+    """--environment_type LOOPBACK: the portable runner's workers are this process, which
+    imports the checkout already; staging setup.py would only build an sdist nobody installs."""
+    return (options.view_as(PortableOptions).environment_type or "").upper() == "LOOPBACK"
 
 
 def set_local_running_mode(direct, typed):

@@ -135,3 +135,30 @@ def test_tpu_vm_local_resolver_only_with_use_tpu(tiny_argv, monkeypatch, argv, e
         with pytest.raises(RuntimeError, match="no TPU here"):
             loop.make_estimator(params)
         assert calls == [expected]
+
+
+class FakeTpuVmResolver:
+    """TPUClusterResolver(tpu="local") on a TPU VM: the chips are this host's, no Cloud TPU API call."""
+    made = []
+
+    def __init__(self, tpu=None, zone=None, project=None):
+        self.made.append({"tpu": tpu, "zone": zone, "project": project})
+
+    def master(self, *args, **kwargs):
+        return ""  # a local TPU: the session runs in this process
+
+    def cluster_spec(self):
+        return tf.train.ClusterSpec({})
+
+
+def test_tpu_vm_local_resolver_reaches_the_run_config(tiny_argv, monkeypatch):
+    """The route of a TPU VM and of a Vertex AI TPU job (cloud/vertex_tpu_job.yaml: --tpu=local)."""
+    FakeTpuVmResolver.made = []
+    monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", FakeTpuVmResolver)
+    params = chain.parse_params(tiny_argv + ["--use_tpu", "--tpu", "local", "--iterations_per_loop", "3"])
+    run_config = loop.make_run_config(params)
+    assert FakeTpuVmResolver.made == [{"tpu": "local", "zone": None, "project": None}]
+    assert isinstance(run_config.cluster, FakeTpuVmResolver) and run_config.master == ""
+    assert (run_config.tpu_config.iterations_per_loop, run_config.tpu_config.num_shards) == (
+        3, params["num_cores"])
+    assert not run_config.session_config.HasField("cluster_def")  # nothing remote to reach

@@ -1,9 +1,12 @@
 """The cloud job configs are valid against the real API schemas.
 
-config.yaml, cloud/ai_platform_custom_tpu.yaml and cloud/ai_platform_hptuning.yaml are
-checked against the ml v1 discovery document shipped in google-api-python-client;
-cloud/vertex_tpu_job.yaml against google.cloud.aiplatform_v1's CustomJobSpec message and
-cloud/vertex_hptuning_job.yaml against its HyperparameterTuningJob, as gcloud parses them.
+config.yaml, cloud/ai_platform_custom_tpu.yaml and cloud/ai_platform_hptuning.yaml (the
+historical AI Platform route) are checked against the ml v1 discovery document shipped in
+google-api-python-client; cloud/vertex_tpu_job.yaml and cloud/vertex_tpu_job_keras.yaml against
+google.cloud.aiplatform_v1's CustomJobSpec message and cloud/vertex_hptuning_job.yaml against its
+HyperparameterTuningJob, as gcloud parses them. The TPU machines are the ones Google documents
+for each TPU generation (v2/v3: cloud-tpu with 8 accelerators; v5e: a ct5lp machine with its
+topology and the PJRT variables).
 The tuning jobs' parameters must be trainer flags with valid values, and their metric the
 one the trainer reports (trainer/cloud/hptuning.py).
 
@@ -15,7 +18,7 @@ import pathlib
 import googleapiclient
 import pytest
 import yaml
-from google.cloud.aiplatform_v1.types import custom_job, hyperparameter_tuning_job
+from google.cloud.aiplatform_v1.types import AcceleratorType, custom_job, hyperparameter_tuning_job
 from google.protobuf import json_format
 
 from trainer.settings import checks, table
@@ -112,12 +115,43 @@ def test_ml_v1_validator_rejects_typos(mutate, problem):
     assert any(problem in p for p in validate_ml_v1_job(config)), validate_ml_v1_job(config)
 
 
-def test_vertex_config_parses_as_custom_job_spec():
-    spec = validate_vertex_custom_job_spec(yaml.safe_load((ROOT / "cloud/vertex_tpu_job.yaml").read_text()))
-    pool = spec.worker_pool_specs[0]
-    assert pool.python_package_spec.python_module == "trainer.task"
-    assert "--use_tpu" in pool.python_package_spec.args
-    assert pool.machine_spec.accelerator_count == 8
+VERTEX_JOBS = ["cloud/vertex_tpu_job.yaml", "cloud/vertex_tpu_job_keras.yaml"]
+# The host VM of each single-host TPU v5e shape (1, 4 or 8 chips) and its topology.
+V5E_TOPOLOGIES = {"ct5lp-hightpu-1t": "1x1", "ct5lp-hightpu-4t": "2x2", "ct5lp-hightpu-8t": "2x4"}
+PJRT_ENV = {"NEXT_PLUGGABLE_DEVICE_USE_C_API": "true", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so"}
+
+
+def check_tpu_machine(pool):
+    """A TPU pool Google documents for TensorFlow on Vertex: v2/v3-8 or a single-host v5e."""
+    machine, env = pool.machine_spec, {e.name: e.value for e in pool.container_spec.env}
+    if machine.machine_type == "cloud-tpu":
+        assert machine.accelerator_type in (AcceleratorType.TPU_V2, AcceleratorType.TPU_V3)
+        assert machine.accelerator_count == 8 and not machine.tpu_topology
+        assert not PJRT_ENV.keys() & env.keys()  # v2/v3: the stream-executor runtime
+    else:
+        assert V5E_TOPOLOGIES.get(machine.machine_type) == machine.tpu_topology, machine
+        assert env == PJRT_ENV  # TensorFlow on v5e runs PJRT only
+
+
+@pytest.mark.parametrize("name", VERTEX_JOBS)
+def test_vertex_jobs_parse_as_custom_job_specs_on_a_documented_tpu(name):
+    spec = validate_vertex_custom_job_spec(load(name))
+    (pool,) = spec.worker_pool_specs
+    assert pool.container_spec.image_uri and not pool.python_package_spec.python_module
+    assert "--use_tpu" in pool.container_spec.args and "--tpu=local" in pool.container_spec.args
+    check_tpu_machine(pool)
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda s: s["workerPoolSpecs"][0]["machineSpec"].update(acceleratorCount=4),
+    lambda s: s["workerPoolSpecs"][0]["containerSpec"].update(
+        env=[{"name": k, "value": v} for k, v in PJRT_ENV.items()]),
+])
+def test_tpu_machine_check_can_fail(mutate):
+    config = load("cloud/vertex_tpu_job.yaml")
+    mutate(config)
+    with pytest.raises(AssertionError):
+        check_tpu_machine(validate_vertex_custom_job_spec(config).worker_pool_specs[0])
 
 
 @pytest.mark.parametrize("mutate, problem", [
@@ -175,9 +209,10 @@ def test_vertex_tuning_job_tunes_trainer_flags_on_the_metric_it_reports():
         else:
             values = [param.double_value_spec.min_value, param.double_value_spec.max_value]
         check_trainer_values(param.parameter_id, values)
-    package = job.trial_job_spec.worker_pool_specs[0].python_package_spec
-    assert package.python_module == "trainer.task"
-    assert any(arg.startswith("--output_dir=gs://") for arg in package.args)  # + /<trial id>
+    (pool,) = job.trial_job_spec.worker_pool_specs
+    check_tpu_machine(pool)
+    assert pool.container_spec.image_uri  # the entry point is the image's: trainer.task
+    assert any(arg.startswith("--output_dir=gs://") for arg in pool.container_spec.args)  # + /<trial id>
     assert job.max_trial_count >= job.parallel_trial_count >= 1
 
 

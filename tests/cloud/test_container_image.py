@@ -1,0 +1,246 @@
+"""The trainer's containers (Dockerfile, Dockerfile.keras), checked without a Docker engine.
+
+No Docker engine runs on the machines this was built on, so each image is checked by
+what can be read and run here:
+- its install step is the lock install CI makes (tools/install_venv.sh), on the lock's Python;
+- the TPU runtime sits in its own pinned lines, matching the lock's TensorFlow, and
+  cloud/fetch_pinned.py (which guards the downloads) keeps only files with the pinned sha256;
+- its entry point is a module of this checkout that answers --help;
+- its image has ONE name across the job configs, README.md, docs/cloud.md and the
+  Dockerfile's own build command; the job with --engine keras names the Keras image;
+- the job files' arguments are trainer flags.
+
+    .venv/bin/python -m pytest tests/cloud/test_container_image.py
+"""
+import hashlib
+import importlib.util
+import json
+import pathlib
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from trainer.settings import flags, table
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+REGISTRY = "us-central1-docker.pkg.dev/YOUR_PROJECT/tpu-image-classifier"
+IMAGES = {"Dockerfile": f"{REGISTRY}/trainer:tf2.15", "Dockerfile.keras": f"{REGISTRY}/trainer-keras:tf2.21"}
+LOCKS = {"Dockerfile": "requirements.lock", "Dockerfile.keras": "requirements-keras.lock"}
+# Google's table of TensorFlow version -> libtpu.so version (https://cloud.google.com/tpu/docs/runtimes,
+# read 2026-11-24), for the TensorFlow the Dockerfile's lock pins.
+LIBTPU_FOR_TF = {"2.15.0": "1.9.0", "2.15.1": "1.9.0"}
+# pip options that change neither what is installed nor how it is resolved.
+COSMETIC_PIP_OPTIONS = {"-q", "--quiet", "--no-cache-dir", "--disable-pip-version-check"}
+# A container image name: Artifact Registry (REGION-docker.pkg.dev/...) or Container Registry.
+IMAGE_NAME = re.compile(r"[\w.-]*(?:docker\.pkg\.dev|gcr\.io)/[\w./-]+(?::[\w.-]+)?")
+PACKAGES = ("common", "trainer", "preprocess", "serving")
+
+
+def instructions(text):
+    """[(INSTRUCTION, arguments)] of a Dockerfile: continuation lines joined, comments dropped."""
+    out, logical = [], ""
+    for line in text.splitlines():
+        if line.lstrip().startswith("#"):
+            continue
+        if line.rstrip().endswith("\\"):
+            logical += line.rstrip()[:-1] + " "
+            continue
+        logical += line
+        if logical.strip():
+            keyword, _, rest = logical.strip().partition(" ")
+            out.append((keyword.upper(), rest.strip()))
+        logical = ""
+    return out
+
+
+def build_args(text):
+    return dict(rest.split("=", 1) for keyword, rest in instructions(text) if keyword == "ARG")
+
+
+def pip_install_options(command, lock):
+    """The options of the `pip install ... -r LOCK` in command, without the cosmetic ones."""
+    words = shlex.split(command)
+    start = next(i for i, word in enumerate(words) if word.endswith("pip") and words[i + 1] == "install")
+    end = words.index(lock) + 1
+    return set(words[start + 2:end]) - COSMETIC_PIP_OPTIONS
+
+
+def ci_lock_install():
+    """The pip line of tools/install_venv.sh, the install CI runs (make test -> make venv)."""
+    script = (ROOT / "tools/install_venv.sh").read_text().replace("\\\n", " ")
+    (line,) = [line for line in script.splitlines() if "pip\" install" in line and "requirements.lock" in line]
+    return pip_install_options(line.replace('"$VENV/bin/pip"', "pip"), "requirements.lock")
+
+
+def lock_pin(lock, package):
+    match = re.search(rf"^{re.escape(package)}==([\w.]+)", (ROOT / lock).read_text(), re.M)
+    return match and match.group(1)
+
+
+def lock_python(lock):
+    return re.search(r"--python-version (\d+\.\d+)", (ROOT / lock).read_text()).group(1)
+
+
+@pytest.mark.parametrize("dockerfile", sorted(LOCKS))
+def test_install_step_is_the_lock_install_ci_makes(dockerfile):
+    steps = instructions((ROOT / dockerfile).read_text())
+    lock = LOCKS[dockerfile]
+    (base,) = [rest for keyword, rest in steps if keyword == "FROM"]
+    installs = [rest for keyword, rest in steps if keyword == "RUN" and f"-r {lock}" in rest]
+    assert len(installs) == 1, f"{dockerfile} must install {lock} in one step"
+    assert pip_install_options(installs[0], lock) == ci_lock_install() - {"requirements.lock"} | {lock}
+    assert ("COPY", f"{lock} ./") in steps
+    if (ROOT / lock).exists():  # requirements-keras.lock comes with the Keras engine
+        assert base.startswith(f"python:{lock_python(lock)}-"), f"{base}: the lock is for Python {lock_python(lock)}"
+
+
+def test_ci_installs_the_lock_with_hashes_and_no_resolution():
+    assert ci_lock_install() == {"--no-deps", "--require-hashes", "-r", "requirements.lock"}
+
+
+def test_tpu_runtime_of_the_tf215_image_matches_the_lock():
+    text = (ROOT / "Dockerfile").read_text()
+    args, tf_version = build_args(text), lock_pin("requirements.lock", "tensorflow")
+    (base,) = [rest for keyword, rest in instructions(text) if keyword == "FROM"]
+    cp = "cp" + base.split(":")[1].split("-")[0].replace(".", "")  # python:3.11-slim -> cp311
+    wheel = args["TF_TPU_WHEEL_URL"].rsplit("/", 1)[1]
+    assert wheel.startswith(f"tensorflow-{tf_version}-{cp}-{cp}-manylinux"), wheel
+    assert args["TF_TPU_WHEEL_URL"].startswith(
+        f"https://storage.googleapis.com/cloud-tpu-tpuvm-artifacts/tensorflow/tf-{tf_version}/")
+    assert args["LIBTPU_URL"] == ("https://storage.googleapis.com/cloud-tpu-tpuvm-artifacts/libtpu/"
+                                  f"{LIBTPU_FOR_TF[tf_version]}/libtpu.so")
+    fetch_pinned = load_fetch_pinned()
+    for name in ("TF_TPU_WHEEL_SHA256", "LIBTPU_SHA256"):  # a real hash or the placeholder it refuses
+        assert args[name] == fetch_pinned.PLACEHOLDER or re.fullmatch(r"[0-9a-f]{64}", args[name])
+    runs = " ".join(rest for keyword, rest in instructions(text) if keyword == "RUN")
+    assert 'fetch_pinned.py "$TF_TPU_WHEEL_URL" "$TF_TPU_WHEEL_SHA256"' in runs
+    assert 'fetch_pinned.py "$LIBTPU_URL" "$LIBTPU_SHA256" /lib/libtpu.so' in runs
+
+
+def test_tpu_runtime_of_the_keras_image_matches_its_lock():
+    args = build_args((ROOT / "Dockerfile.keras").read_text())
+    if not (ROOT / "requirements-keras.lock").exists():
+        pytest.skip("requirements-keras.lock (the Keras engine's environment) has not landed")
+    assert args["TF_TPU_VERSION"] == lock_pin("requirements-keras.lock", "tensorflow")
+
+
+@pytest.fixture(scope="module")
+def trainer_help():
+    result = subprocess.run([sys.executable, "-m", "trainer.task", "--help"], capture_output=True,
+                            text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
+@pytest.mark.parametrize("dockerfile", sorted(LOCKS))
+def test_entry_point_is_the_trainer_and_answers_help(dockerfile, trainer_help):
+    steps = instructions((ROOT / dockerfile).read_text())
+    (entrypoint,) = [json.loads(rest) for keyword, rest in steps if keyword == "ENTRYPOINT"]
+    assert entrypoint[:2] == ["python", "-m"]
+    module = entrypoint[2]
+    spec = importlib.util.find_spec(module)
+    assert spec and spec.origin.startswith(str(ROOT)), f"{module} is not a module of this checkout"
+    assert trainer_help.startswith("usage: python -m trainer.task") and "--use_tpu" in trainer_help
+    for package in PACKAGES:
+        assert ("COPY", f"{package} ./{package}") in steps
+
+
+def named_images(path):
+    return set(IMAGE_NAME.findall(path.read_text()))
+
+
+def job_files():
+    return sorted((ROOT / "cloud").glob("*.yaml")) + [ROOT / "config.yaml"]
+
+
+def test_each_image_has_one_name_everywhere():
+    for dockerfile, image in IMAGES.items():
+        text = (ROOT / dockerfile).read_text()
+        assert re.search(rf"docker build .*-t {re.escape(image)} ", text.replace("\\\n#", " "), re.S)
+        assert f"docker push {image}\n" in text
+        assert named_images(ROOT / dockerfile) == {image}
+    pages = [ROOT / "README.md", ROOT / "docs/cloud.md"] + job_files()
+    # Google's own prebuilt images (us-docker.pkg.dev/vertex-ai/...) may be named in prose only.
+    named = {path.name: {n for n in named_images(path) if "/vertex-ai/" not in n} for path in pages}
+    stray = {name: images - set(IMAGES.values()) for name, images in named.items() if images - set(IMAGES.values())}
+    assert not stray, f"image names other than {sorted(IMAGES.values())}: {stray}"
+    assert IMAGES["Dockerfile"] in named["README.md"]
+    assert set(IMAGES.values()) <= named["cloud.md"]
+
+
+def image_of(config):
+    """(image URI, args) of every worker pool or replica that runs a container."""
+    found = []
+    for pool in config.get("workerPoolSpecs", []) + config.get("trialJobSpec", {}).get("workerPoolSpecs", []):
+        found.append((pool["containerSpec"]["imageUri"], pool["containerSpec"].get("args", [])))
+    master = config.get("trainingInput", {}).get("masterConfig")
+    if master:
+        found.append((master["imageUri"], []))
+    return found
+
+
+@pytest.mark.parametrize("path", job_files(), ids=lambda p: p.name)
+def test_job_files_run_the_image_of_their_engine(path):
+    config = yaml.safe_load(path.read_text())
+    assert "executorImageUri" not in path.read_text()  # no prebuilt TensorFlow TPU image to run it
+    for image, args in image_of(config):
+        keras = "--engine=keras" in args
+        assert image == IMAGES["Dockerfile.keras" if keras else "Dockerfile"], path.name
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "cloud").glob("vertex_*.yaml")), ids=lambda p: p.name)
+def test_job_args_are_trainer_flags(path):
+    for _, args in image_of(yaml.safe_load(path.read_text())):
+        if "--engine=keras" in args and "engine" not in table.DEFAULTS:
+            pytest.skip("the Keras engine's --engine setting has not landed in trainer/settings/table.py")
+        typed, config_file = flags.parse_flags(args)  # SystemExit(2) on a flag the trainer lacks
+        assert config_file is None and typed["use_tpu"] in (True, "true", "True") and typed["tpu"] == "local"
+
+
+def load_fetch_pinned():
+    spec = importlib.util.spec_from_file_location("fetch_pinned", ROOT / "cloud/fetch_pinned.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def served(tmp_path):
+    """A file:// URL, its bytes and their sha256: what a pinned download would fetch."""
+    data = b"libtpu stand-in \x00\x01" * 1000
+    path = tmp_path / "served" / "libtpu.so"
+    path.parent.mkdir()
+    path.write_bytes(data)
+    return path.as_uri(), data, hashlib.sha256(data).hexdigest()
+
+
+@pytest.mark.parametrize("dest, kept_as", [("lib/libtpu.so", "lib/libtpu.so"), ("wheels/", "wheels/libtpu.so")])
+def test_fetch_pinned_keeps_a_file_whose_hash_matches(served, tmp_path, dest, kept_as):
+    url, data, sha256 = served
+    path = load_fetch_pinned().fetch(url, sha256, f"{tmp_path}/{dest}")
+    assert path == f"{tmp_path}/{kept_as}" and pathlib.Path(path).read_bytes() == data
+    assert sorted(p.name for p in pathlib.Path(path).parent.iterdir()) == ["libtpu.so"]  # no part file left
+
+
+@pytest.mark.parametrize("pin, error", [
+    ("FILL_IN", "no sha256 pinned"),
+    ("0" * 64, "sha256 [0-9a-f]{64}, pinned 0000"),
+])
+def test_fetch_pinned_refuses_a_missing_or_wrong_hash(served, tmp_path, pin, error):
+    url, _, _ = served
+    fetch_pinned = load_fetch_pinned()
+    with pytest.raises(fetch_pinned.PinError, match=error):
+        fetch_pinned.fetch(url, pin, f"{tmp_path}/out/libtpu.so")
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_fetch_pinned_command_fails_in_one_line(served, tmp_path):
+    url, _, _ = served
+    result = subprocess.run([sys.executable, str(ROOT / "cloud/fetch_pinned.py"), url, "FILL_IN",
+                             str(tmp_path / "libtpu.so")], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and not (tmp_path / "libtpu.so").exists()
+    assert result.stderr.startswith(f"error: {url}: no sha256 pinned") and result.stderr.count("\n") == 1
