@@ -10,6 +10,7 @@ file system (Beam FileSystems, tf.io.gfile) for gs:// and other remote URIs.
     .venv/bin/python -m common.image_uris work/demo/images/eval.csv   # first lines, resolved
 """
 import csv
+import os
 import posixpath
 import re
 import sys
@@ -26,8 +27,12 @@ EMPTY_FILE = "empty_file"
 NOT_AN_IMAGE = "not_an_image"              # no known image header
 TOO_MANY_PIXELS = "too_many_pixels"        # over --max_pixels (decompression-bomb guard)
 CORRUPT_IMAGE = "corrupt_image"            # an image header, but decoding failed
+UNSUPPORTED_FORMAT = "unsupported_format"  # a known image kind that cannot be used (HEIC, float pixels)
+INVALID_LABEL = "invalid_label"            # a label that is not UTF-8 text (labels.txt is UTF-8)
+NOT_IN_LABEL_FOLDER = "not_in_label_folder"  # --input_dir: a file not at ROOT/<label>/<file>
 REASONS = (MALFORMED_CSV_LINE, HEADER_LINE, UNKNOWN_LABEL, MISSING_FILE, UNREADABLE_FILE, EMPTY_FILE,
-           NOT_AN_IMAGE, TOO_MANY_PIXELS, CORRUPT_IMAGE)
+           NOT_AN_IMAGE, TOO_MANY_PIXELS, CORRUPT_IMAGE, UNSUPPORTED_FORMAT, INVALID_LABEL,
+           NOT_IN_LABEL_FOLDER)
 BOM = "\ufeff"
 # A column name, not a file: a word with no '/', no '.' and no scheme ('uri', 'image_path').
 HEADER_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_ -]*$")
@@ -76,16 +81,18 @@ def resolve_uri(uri, base_dir):
     return posixpath.join(base_dir, uri)
 
 
-def read_csv_lines(path, open_binary):
+def read_csv_lines(path, open_binary, errors="replace"):
     """Yields (origin, line) for every non-blank line of the CSV at path, e.g. ("train.csv:3", ...).
 
     open_binary(path) opens it for reading bytes. The line numbers count blank lines too,
-    so an origin points at the line a person sees in an editor.
+    so an origin points at the line a person sees in an editor. Windows line ends (CRLF)
+    are line ends. errors: how bytes that are not UTF-8 are decoded; "surrogateescape"
+    keeps a local file name in another encoding (b'caf\\xe9.jpg') openable.
     """
     name = posixpath.basename(path)
     with open_binary(path) as f:
         for number, raw in enumerate(f, start=1):
-            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            line = raw.decode("utf-8", errors=errors).rstrip("\r\n")
             if number == 1:
                 line = line.removeprefix(BOM)
             if line.strip():
@@ -110,7 +117,15 @@ def read_image_bytes(uri, open_remote):
         reason = reason_of_read_error(err)
         if reason is None:
             raise
-        raise InputRejected(reason, name_uri(uri, getattr(err, "message", None) or str(err))) from None
+        detail = name_uri(uri, getattr(err, "message", None) or str(err))
+        raise InputRejected(reason, detail + describe_dangling_link(uri)) from None
+
+
+def describe_dangling_link(uri):
+    """' (a symlink to X, which does not exist)' for a local dangling symlink, else ''."""
+    if "://" in uri or not os.path.islink(uri) or os.path.exists(uri):
+        return ""
+    return f" (a symlink to {os.readlink(uri)}, which does not exist)"
 
 
 def read_error_types():

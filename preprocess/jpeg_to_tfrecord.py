@@ -1,7 +1,9 @@
 """Entry point: JPEGs listed in CSVs (or a label-folder tree) -> sharded TFRecords.
 
 Writes DIR/<split>-NNNNN-of-NNNNN.tfrecord, DIR/labels.txt, DIR/metadata.json
-and the dead letters DIR/errors-00000-of-00001.jsonl, then prints a summary.
+and the dead letters DIR/errors-00000-of-00001.jsonl, then prints a summary. One run
+at a time per DIR; the dataset is staged and published whole, replacing an earlier
+one (preprocess/output_dir.py); a run with no usable row publishes nothing.
 
     python -m preprocess.jpeg_to_tfrecord --input_csv train=work/demo/images/train.csv \
         --input_csv eval=work/demo/images/eval.csv --output_dir work/demo/tfrecords
@@ -19,7 +21,6 @@ import dataclasses
 import logging
 import os
 import re
-import sys
 
 from common import console
 
@@ -29,8 +30,10 @@ import apache_beam as beam  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions  # noqa: E402
 
-from common import beam_pipeline, dataset_files  # noqa: E402
-from preprocess import images, shards, splits, transforms  # noqa: E402
+from common import beam_pipeline, dataset_files, gcs_probe  # noqa: E402
+from common.user_errors import UserError  # noqa: E402
+from preprocess import (images, output_dir, progress, shards, sources, splits,  # noqa: E402
+                        summary, transforms)
 
 # Used when the split comes from hashing (one CSV or --input_dir) and no
 # --eval_fraction was given: 10% held out, the usual choice for the flowers data.
@@ -53,11 +56,16 @@ class Config:
     max_pixels: int
     jpeg_quality: int
     image_threads: int         # 0 = choose by runner (choose_image_threads)
+    worker_processes: int = 1  # sharing the image work; progress.UNKNOWN on a remote runner
 
     @property
     def splits(self):
         named = [split for split, _ in self.csv_inputs if split]
         return tuple(dict.fromkeys(named)) or (splits.TRAIN, splits.EVAL)
+
+
+class ConfigError(UserError):
+    """A flag, a path or an input that cannot work: one line naming it and the fix."""
 
 
 def make_parser():
@@ -93,9 +101,13 @@ def parse_config(argv):
     """argv -> (validated Config, the remaining Beam pipeline args)."""
     parser = make_parser()
     args, pipeline_args = parser.parse_known_args(argv)
-    beam_pipeline.check_pipeline_flags(
-        console.strip_verbosity_flags(pipeline_args), parser._option_string_actions)
+    try:
+        beam_pipeline.check_pipeline_flags(
+            console.strip_verbosity_flags(pipeline_args), parser._option_string_actions)
+    except ValueError as err:  # an unknown flag, no credentials for the runner
+        raise ConfigError(str(err)) from None
     check_numbers(args)
+    check_gcs_paths(args)
     csv_inputs = expand_csv_inputs(parse_csv_inputs(args.input_csv))
     is_hash_split = bool(args.input_dir) or (len(csv_inputs) == 1 and csv_inputs[0][0] is None)
     eval_fraction = check_eval_fraction(args.eval_fraction, is_hash_split)
@@ -108,9 +120,21 @@ def parse_config(argv):
     return config, pipeline_args
 
 
+def check_gcs_paths(args):
+    """Every gs:// path, one listing per bucket with a short timeout, before Beam's client
+    would retry for minutes: no network or no credentials is one line at once."""
+    checked = set()
+    paths = [("--input_csv", value.partition("=")[2] if SPLIT_NAME.match(value.partition("=")[0])
+              else value) for value in args.input_csv]
+    paths += [("--input_dir", args.input_dir), ("--labels_file", args.labels_file),
+              ("--output_dir", args.output_dir)]
+    for flag, path in paths:
+        gcs_probe.check_readable(path, flag, checked)
+
+
 def check_numbers(args):
     if bool(args.input_csv) == bool(args.input_dir):
-        raise ValueError("give either --input_csv (one or more) or --input_dir, not "
+        raise ConfigError("give either --input_csv (one or more) or --input_dir, not "
                          f"{'both' if args.input_dir else 'neither'}")
     checks = [("num_shards", args.num_shards, 0, shards.MAX_SHARDS),
               ("resize", args.resize, 0, None), ("max_pixels", args.max_pixels, 1, None),
@@ -119,7 +143,7 @@ def check_numbers(args):
     for name, value, low, high in checks:
         if value < low or (high is not None and value > high):
             bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
-            raise ValueError(f"--{name}={value} must be {bound}")
+            raise ConfigError(f"--{name}={value} must be {bound}")
 
 
 def parse_csv_inputs(values):
@@ -133,12 +157,12 @@ def parse_csv_inputs(values):
             parsed.append((None, value))
     unnamed = [path for split, path in parsed if split is None]
     if unnamed and len(parsed) > 1:
-        raise ValueError(f"--input_csv {unnamed[0]} has no SPLIT= prefix; with several "
+        raise ConfigError(f"--input_csv {unnamed[0]} has no SPLIT= prefix; with several "
                          "CSVs each needs one, e.g. --input_csv train=PATH")
     names = [split for split, _ in parsed if split]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
-        raise ValueError(f"--input_csv split {duplicates[0]!r} is given more than once")
+        raise ConfigError(f"--input_csv split {duplicates[0]!r} is given more than once")
     return parsed
 
 
@@ -149,7 +173,7 @@ def expand_csv_inputs(csv_inputs):
         paths = sorted(m.path for result in FileSystems.match([pattern])
                        for m in result.metadata_list)
         if not paths:
-            raise ValueError(f"--input_csv {pattern} matches no file")
+            raise ConfigError(f"--input_csv {pattern} matches no file")
         expanded.extend((split, path) for path in paths)
     return expanded
 
@@ -157,24 +181,33 @@ def expand_csv_inputs(csv_inputs):
 def check_eval_fraction(eval_fraction, is_hash_split):
     if not is_hash_split:
         if eval_fraction is not None:
-            raise ValueError(f"--eval_fraction={eval_fraction} applies only to one unnamed "
+            raise ConfigError(f"--eval_fraction={eval_fraction} applies only to one unnamed "
                              "--input_csv or --input_dir; named CSVs already give the split")
         return 0.0
     value = DEFAULT_EVAL_FRACTION if eval_fraction is None else eval_fraction
     if not 0.0 <= value < 1.0:
-        raise ValueError(f"--eval_fraction={value} must be in [0, 1)")
+        raise ConfigError(f"--eval_fraction={value} must be in [0, 1)")
     return value
 
 
 def check_folder_has_files(root):
-    pattern = FileSystems.join(root.rstrip("/"), "*", "*")
-    results = FileSystems.match([pattern], limits=[1])
-    if not results[0].metadata_list:
-        raise ValueError(f"--input_dir {root} has no files in label folders ({pattern})")
+    if "://" in root:
+        pattern = FileSystems.join(root.rstrip("/"), "**")
+        found = FileSystems.match([pattern], limits=[1])[0].metadata_list
+    elif not os.path.isdir(root):
+        raise ConfigError(f"--input_dir {root}: no such folder")
+    else:
+        found = next(iter(sources.list_folder_files(root.rstrip("/"))), None)
+    if not found:
+        raise ConfigError(f"--input_dir {root} has no files in label folders (ROOT/<label>/<image>)")
 
 
 def read_labels_file(path):
-    return dataset_files.parse_labels(shards.read_text(path), source=path)
+    try:
+        text = shards.read_text(path)
+    except OSError as err:  # Beam's BeamIOError too
+        raise ConfigError(f"--labels_file {path}: cannot read it ({err})") from None
+    return dataset_files.parse_labels(text, source=path)
 
 
 def choose_image_threads(requested, options):
@@ -191,6 +224,18 @@ def choose_image_threads(requested, options):
     return 1
 
 
+def choose_worker_processes(options):
+    """How many worker processes share the image work, for the progress line's estimate:
+    1 when the local runner works in this process, its workers in multi_processing, and
+    progress.UNKNOWN on other runners."""
+    if beam_pipeline.runner_name(options) != beam_pipeline.LOCAL_RUNNER:
+        return progress.UNKNOWN
+    direct = options.view_as(DirectOptions)
+    if direct.direct_running_mode == "multi_processing":
+        return direct.direct_num_workers or os.cpu_count() or 1
+    return 1
+
+
 def build_pipeline(pipeline, config):
     """Wires the transforms; returns the PCollection holding the final metadata dict."""
     if config.input_dir:
@@ -203,8 +248,10 @@ def build_pipeline(pipeline, config):
         labels = pipeline | "GivenLabels" >> beam.Create([list(config.labels)])
     else:
         labels = read["rows"] | "DeriveLabels" >> transforms.DeriveLabels()
+    total = read["rows"] | "CountRows" >> transforms.CountRows()
     processed = read["rows"] | "ProcessImages" >> transforms.ProcessImages(
-        labels, config.max_pixels, config.resize, config.jpeg_quality, config.image_threads)
+        labels, config.max_pixels, config.resize, config.jpeg_quality, config.image_threads,
+        total, config.worker_processes)
     shard_stats = processed["records"] | "WriteShards" >> transforms.WriteShards(
         config.output_dir, labels, config.num_shards or None, config.splits)
     errors = ((read[transforms.ERRORS], processed[transforms.ERRORS])
@@ -215,24 +262,6 @@ def build_pipeline(pipeline, config):
                 config.output_dir, config.splits))
 
 
-def dataset_patterns(config):
-    """Globs of what the trainer reads: the shards of every split, labels.txt, metadata.json."""
-    patterns = [shards.shard_glob(config.output_dir, split) for split in config.splits]
-    return patterns + [FileSystems.join(config.output_dir, name)
-                       for name in (dataset_files.METADATA_FILE, dataset_files.LABELS_FILE)]
-
-
-def remove_stale_outputs(config):
-    """A rerun with another shard count must not leave old shards for the trainer's glob."""
-    patterns = dataset_patterns(config)
-    patterns.append(FileSystems.join(config.output_dir, "errors-*.jsonl"))
-    patterns.append(FileSystems.join(config.output_dir, "_temp-*", "*"))  # a crashed run's
-    deleted = shards.delete_matching(patterns)
-    if deleted:
-        _LOGGER.info("Removed %d output files of a previous run in %s",
-                     len(deleted), config.output_dir)
-
-
 def log_local_workers(options):
     direct = options.view_as(DirectOptions)
     if direct.direct_running_mode == "multi_processing":
@@ -241,70 +270,50 @@ def log_local_workers(options):
         _LOGGER.info("Starting %d local worker processes (start-up takes 10-15 s)", workers)
 
 
-def format_summary(meta):
-    """The end-of-job table: records per split, rejections by reason, and the balance."""
-    lines = [f"{'split':<12}{'records':>10}{'shards':>8}"]
-    for split, stats in sorted(meta["splits"].items()):
-        lines.append(f"{split:<12}{stats['records']:>10}{stats['shards']:>8}")
-    for reason, count in meta["rejected"].items():
-        lines.append(f"{'rejected':<12}{count:>10}  {reason}")
-    for kind, count in meta.get("converted", {}).items():
-        lines.append(f"{'converted':<12}{count:>10}  {kind}")
-    written = sum(stats["records"] for stats in meta["splits"].values())
-    balance = "OK" if meta["rows_read"] == written + meta["rejected_total"] else "MISMATCH"
-    lines.append(f"rows read {meta['rows_read']} = written {written} + rejected "
-                 f"{meta['rejected_total']}: {balance}")
-    lines.append(f"labels: {meta['num_classes']}; dead letters: errors-*.jsonl")
-    return "\n".join(lines)
-
-
 def run(argv=None):
-    """Runs the job to completion; returns the metadata dict it wrote."""
+    """Runs the job to completion; returns the metadata dict it published."""
     config, pipeline_args = parse_config(argv)
     options = beam_pipeline.build_pipeline_options(pipeline_args, [transforms.LOGGER_NAME])
     config = dataclasses.replace(
-        config, image_threads=choose_image_threads(config.image_threads, options))
-    _LOGGER.info("Runner %s; %d image thread(s) per worker process; writing to %s; splits %s",
-                 options.view_as(StandardOptions).runner, config.image_threads,
-                 config.output_dir, ", ".join(config.splits))
-    remove_stale_outputs(config)
+        config, image_threads=choose_image_threads(config.image_threads, options),
+        worker_processes=choose_worker_processes(options))
+    with output_dir.hold(config.output_dir):
+        output_dir.remove_leftovers(config.output_dir)
+        staging = output_dir.new_staging_dir(config.output_dir)
+        _LOGGER.info("Runner %s; %d image thread(s) per worker process; writing to %s "
+                     "(published to %s when complete); splits %s",
+                     options.view_as(StandardOptions).runner, config.image_threads, staging,
+                     config.output_dir, ", ".join(config.splits))
+        try:
+            meta = run_and_check(dataclasses.replace(config, output_dir=staging), options)
+        except BaseException:
+            output_dir.discard_keeping_dead_letters(staging)
+            raise
+        if output_dir.publish(staging, config.output_dir):
+            _LOGGER.info("Replaced the earlier dataset in %s", config.output_dir)
+    return meta
+
+
+def run_and_check(config, options):
+    """Runs the pipeline into config.output_dir (the staging folder) and refuses a dataset
+    that would be silently wrong (preprocess/summary.py); returns its metadata."""
     log_local_workers(options)
     beam_pipeline.run_to_completion(lambda pipeline: build_pipeline(pipeline, config), options)
     meta = dataset_files.parse_metadata(
         shards.read_text(FileSystems.join(config.output_dir, dataset_files.METADATA_FILE)))
-    print(format_summary(meta), flush=True)
-    check_every_label_has_records(meta, config)
+    errors_path = FileSystems.join(config.output_dir, transforms.ERRORS_FILE)
+    summary.check_some_rows_usable(meta, summary.describe_inputs(
+        [path for _, path in config.csv_inputs], config.input_dir), errors_path)
+    print(summary.format_summary(meta), flush=True)
+    if not config.labels:
+        summary.check_every_label_has_records(meta, errors_path)
     return meta
-
-
-def check_every_label_has_records(meta, config):
-    """Labels derived from the data come from the parsed rows, before their images are read.
-
-    A label whose every row was then rejected (a typo on a row whose file is missing)
-    would be a class without one example, silently skewing the model and its
-    per-class metrics. The dataset files are withdrawn (the dead letters stay) and
-    the run fails naming the label. With --labels_file the user chose the classes.
-    """
-    if config.labels:
-        return
-    empty = [label for label in meta["labels"]
-             if not any(stats["per_label"].get(label) for stats in meta["splits"].values())]
-    if empty:
-        shards.delete_matching(dataset_patterns(config))
-        raise ValueError(
-            f"label(s) {empty} have no usable image: every row with them was rejected (see "
-            f"{FileSystems.join(config.output_dir, transforms.ERRORS_FILE)}); fix or remove those "
-            f"rows, or pass --labels_file. The shards, labels.txt and metadata.json were removed")
 
 
 def main(argv=None):
     """The command: a user's mistake is one line on stderr and exit code 2, not a traceback."""
     beam_pipeline.configure_logging()
-    try:
-        run(argv)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr, flush=True)
-        sys.exit(2)
+    console.exit_on_user_error(run, argv)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,9 @@ def split_of(key, eval_fraction):
 
     sha256 (not Python's hash(), which is salted per process) so that every run,
     worker and machine agrees; raising eval_fraction only moves rows train -> eval.
+    A name that is not UTF-8 (surrogate-escaped by the reader) hashes its own bytes.
     """
-    digest = hashlib.sha256(key.encode("utf-8")).digest()
+    digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).digest()
     position = int.from_bytes(digest[:8], "big") / 2.0 ** 64  # uniform in [0, 1)
     return EVAL if position < eval_fraction else TRAIN
 

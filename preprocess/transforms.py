@@ -8,8 +8,8 @@ preprocess/jpeg_to_tfrecord.py only wires them together.
 import collections
 import json
 import logging
-import time
 import typing
+import uuid
 import zlib
 
 import apache_beam as beam
@@ -18,15 +18,13 @@ from apache_beam.metrics import Metrics
 
 from common import dataset_files, image_uris, record_schema
 from common.chunks import split_into_chunks
-from preprocess import images, shards, sources, work_pool
+from preprocess import images, progress, shards, sources, work_pool
 
 NAMESPACE = "preprocess"   # of the Beam counters
-LOGGER_NAME = "preprocess"
+LOGGER_NAME = progress.LOGGER_NAME
 _LOGGER = logging.getLogger(LOGGER_NAME)
 ERRORS = "errors"          # tag of every dead-letter output
 ERRORS_FILE = "errors-00000-of-00001.jsonl"  # DIR/..., one JSON dead letter per line
-# A worker logs how far it got at most this often, so a long local run is never silent.
-PROGRESS_EVERY_SECONDS = 15.0
 # Rows travel in lists of this many between the pipeline's steps: Beam's own
 # cost per element (~150 us on the local runner, more than the rest of a row's
 # work outside the image decode) is then paid per batch, not per image.
@@ -49,9 +47,11 @@ class Record(typing.NamedTuple):
 
 
 def dead_letter(row, reason, detail):
-    """The JSON-able dead-letter record: what, from where, and why."""
-    return {"source": row.source, "label": row.label, "split": row.split,
-            "origin": row.origin, "reason": reason, "detail": detail}
+    """The JSON-able dead-letter record: what, from where, and why (names that are not
+    UTF-8 shown escaped: sources.printable)."""
+    return {"source": sources.printable(row.source), "label": sources.printable(row.label),
+            "split": row.split, "origin": sources.printable(row.origin), "reason": reason,
+            "detail": sources.printable(detail)}
 
 
 def count_rejection(reason):
@@ -139,20 +139,13 @@ class ReadFolderRows(beam.PTransform):
         batches = (pbegin
                    | "Root" >> beam.Create([self._root])
                    | "ListFiles" >> beam.FlatMap(
-                       lambda root: split_into_chunks(list_folder_files(root), ROWS_PER_BATCH))
+                       lambda root: split_into_chunks(sources.list_folder_files(root),
+                                                      ROWS_PER_BATCH))
                    | "Spread" >> beam.Reshuffle())
         parsed = batches | "ToRows" >> beam.ParDo(
             FolderFilesToRowsFn(self._root, self._eval_fraction)).with_outputs(ERRORS, main="rows")
         return {"rows_read": batches | "Count" >> beam.Map(len),
                 "rows": parsed.rows, ERRORS: parsed[ERRORS]}
-
-
-def list_folder_files(root):
-    """Every file one level below the label folders of ``root``."""
-    pattern = FileSystems.join(root, "*", "*")
-    for result in FileSystems.match([pattern]):
-        for file_metadata in result.metadata_list:
-            yield file_metadata.path
 
 
 class FolderFilesToRowsFn(beam.DoFn):
@@ -212,18 +205,35 @@ class ProcessImages(beam.PTransform):
 
     threads > 1: the per-image work runs in a process-wide pool of that many
     threads (preprocess/work_pool.py), which balances the load across cores
-    when the local runner's static split does not.
+    when the local runner's static split does not. total: a singleton PCollection of
+    the rows to process (CountRows), for the progress line's share and time left
+    (preprocess/progress.py); processes: how many worker processes share the work
+    (progress.UNKNOWN on a remote runner).
     """
 
-    def __init__(self, labels, max_pixels, resize, jpeg_quality, threads=1):
+    def __init__(self, labels, max_pixels, resize, jpeg_quality, threads=1, total=None,
+                 processes=1):
         super().__init__()
         self._labels = labels
-        self._fn = ProcessImageFn(max_pixels, resize, jpeg_quality, threads)
+        self._total = total
+        self._fn = ProcessImageFn(max_pixels, resize, jpeg_quality, threads, processes)
 
     def expand(self, rows):
+        total = self._total if self._total is not None else (
+            rows.pipeline | "NoTotal" >> beam.Create([0]))
         outputs = rows | "Process" >> beam.ParDo(
-            self._fn, as_labels_side_input(self._labels)).with_outputs(ERRORS, main="records")
+            self._fn, as_labels_side_input(self._labels),
+            beam.pvalue.AsSingleton(total, default_value=0)).with_outputs(ERRORS, main="records")
         return {"records": outputs.records, ERRORS: outputs[ERRORS]}
+
+
+class CountRows(beam.PTransform):
+    """Row batches -> the number of rows, one element (none when there are no rows: read it
+    with a default, as ProcessImages does)."""
+
+    def expand(self, rows):
+        return (rows | "Sizes" >> beam.Map(len)
+                | "Sum" >> beam.CombineGlobally(sum).without_defaults())
 
 
 class ProcessImageFn(beam.DoFn):
@@ -234,23 +244,27 @@ class ProcessImageFn(beam.DoFn):
     bundle's thread (Beam's counters do not see pool threads).
     """
 
-    def __init__(self, max_pixels, resize, jpeg_quality, threads=1):
+    def __init__(self, max_pixels, resize, jpeg_quality, threads=1, processes=1):
         self._max_pixels = max_pixels
         self._resize = resize
         self._jpeg_quality = jpeg_quality
         self._threads = threads
+        self._processes = processes
+        self._job = uuid.uuid4().hex  # pickled with the DoFn: its instances share one tracker
 
     def setup(self):
         self._label_ids = {}
         self._labels_seen = None
-        self._progress = ProgressLog("images")
+        self._progress = progress.process_tracker(self._job, "images")
+        self._total = 0
 
     def start_bundle(self):
         self._queue = work_pool.WorkQueue(
             self._threads, limit=IN_FLIGHT_PER_THREAD * max(1, self._threads))
 
-    def process(self, rows, labels, windowed_batch=beam.DoFn.WindowedValueParam):
+    def process(self, rows, labels, total, windowed_batch=beam.DoFn.WindowedValueParam):
         label_ids = self._label_index(labels)
+        self._total = total
         for task in split_into_chunks(rows, ROWS_PER_TASK):
             due = self._queue.submit(windowed_batch, process_rows, task, label_ids,
                                      self._max_pixels, self._resize, self._jpeg_quality)
@@ -267,11 +281,11 @@ class ProcessImageFn(beam.DoFn):
             if isinstance(outcome, Record):
                 for conversion in outcome.conversions:
                     Metrics.counter(NAMESPACE, f"converted_{conversion}").inc()
-                self._progress.add(rejected=False)
+                self._progress.add(False, self._total, self._processes)
                 yield windowed_batch.with_value(outcome)
             else:
                 count_rejection(outcome.reason)
-                self._progress.add(rejected=True)
+                self._progress.add(True, self._total, self._processes)
                 yield beam.pvalue.TaggedOutput(ERRORS, windowed_batch.with_value(
                     dead_letter(row, outcome.reason, outcome.detail)))
 
@@ -304,27 +318,8 @@ def process_row(row, label_ids, max_pixels, resize, jpeg_quality):
     image = images.convert_image(data, max_pixels, resize, jpeg_quality)
     label = label_ids[row.label]
     example = record_schema.make_example(image.jpeg, image.height, image.width, label,
-                                    row.label, row.source)
+                                         row.label, sources.printable(row.source))
     return Record(row.split, label, row.source, example, image.conversions)
-
-
-class ProgressLog:
-    """Logs a worker's running totals every PROGRESS_EVERY_SECONDS."""
-
-    def __init__(self, what):
-        self._what = what
-        self._start = self._last = time.monotonic()
-        self._done = self._rejected = 0
-
-    def add(self, rejected):
-        self._done += 1
-        self._rejected += int(rejected)
-        now = time.monotonic()
-        if now - self._last >= PROGRESS_EVERY_SECONDS:
-            self._last = now
-            rate = self._done / (now - self._start)
-            _LOGGER.info("worker progress: %d %s done (%d rejected), %.0f/s",
-                         self._done, self._what, self._rejected, rate)
 
 
 class WriteShards(beam.PTransform):
@@ -397,7 +392,7 @@ def shard_of(source, num_shards):
     """
     if not num_shards:
         return None
-    return zlib.crc32(source.encode("utf-8")) % num_shards
+    return zlib.crc32(source.encode("utf-8", "surrogateescape")) % num_shards
 
 
 def join_shard(planned, output_dir, labels):

@@ -56,9 +56,10 @@ def test_a_label_only_on_rejected_rows_fails_naming_it(photos):
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: label(s) ['zebra'] have no usable image") and "Traceback" not in result.stderr
     out = photos / "out"
-    assert not (out / "metadata.json").exists() and not (out / "labels.txt").exists()
-    assert not list(out.glob("train-*")) and not list(out.glob("eval-*"))
-    assert "missing_file" in (out / "errors-00000-of-00001.jsonl").read_text()
+    assert not list(out.rglob("metadata.json")) and not list(out.rglob("labels.txt"))
+    assert not list(out.rglob("train-*")) and not list(out.rglob("eval-*"))
+    (dead_letters,) = out.glob("_staging-*/errors-00000-of-00001.jsonl")  # the failed run's
+    assert str(dead_letters) in last and "missing_file" in dead_letters.read_text()
 
 
 def test_a_bad_flag_is_one_line_and_exit_code_2(tmp_path):

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from common import beam_pipeline
-from preprocess import jpeg_to_tfrecord
+from preprocess import jpeg_to_tfrecord, summary
 from tests.conftest import encode_image, pattern_image
 from tests.preprocess.conftest import IN_PROCESS, read_split
 
@@ -94,23 +94,21 @@ def test_records_read_back_with_the_trainer_parse_spec(hostile_run):
     assert read_split(out, "eval") == []
 
 
-def test_no_usable_row_still_finishes_with_empty_shards_and_every_line_counted(tmp_path):
-    # No rows means no labels to derive: every step that reads the label list
-    # must see [] rather than fail on a missing side input.
+def test_no_usable_row_is_an_error_and_publishes_nothing(tmp_path):
+    # No rows means no labels to derive: every step that reads the label list must see []
+    # rather than fail on a missing side input; the run then refuses to publish an empty
+    # dataset, naming the reasons, and keeps the dead letters of every line.
     csv_path = tmp_path / "bad.csv"
     csv_path.write_text('only_one_field\n"unterminated,x\na.jpg,\n')
     out = tmp_path / "out"
-    meta = jpeg_to_tfrecord.run(["--input_csv", f"train={csv_path}",
-                                 "--input_csv", f"eval={csv_path}",
-                                 "--output_dir", str(out)] + IN_PROCESS)
-    assert meta["labels"] == [] and meta["num_classes"] == 0
-    assert meta["rows_read"] == 6 == meta["rejected"]["malformed_csv_line"]
-    assert {split: stats["records"] for split, stats in meta["splits"].items()} == {
-        "train": 0, "eval": 0}
-    assert sorted(path.name for path in out.glob("*.tfrecord")) == [
-        "eval-00000-of-00001.tfrecord", "train-00000-of-00001.tfrecord"]
-    assert all(path.stat().st_size == 0 for path in out.glob("*.tfrecord"))
-    assert (out / "labels.txt").read_text() == ""
+    with pytest.raises(summary.NoUsableRows, match=r"no row of bad.csv could be used, all 6 "
+                       r"were rejected \(malformed_csv_line: 6\): expected 'uri,label' lines"):
+        jpeg_to_tfrecord.run(["--input_csv", f"train={csv_path}", "--input_csv",
+                              f"eval={csv_path}", "--output_dir", str(out)] + IN_PROCESS)
+    assert not list(out.rglob("metadata.json")) and not list(out.rglob("*.tfrecord"))
+    assert not list(out.rglob("labels.txt"))
+    (letters,) = out.glob("_staging-*/errors-00000-of-00001.jsonl")
+    assert len(letters.read_text().splitlines()) == 6
 
 
 def test_original_jpeg_bytes_are_kept(tmp_path):
