@@ -1,9 +1,11 @@
 """Input rows: CSV lines and folder trees -> Row(source, label, split), plus the hash split.
 
 Pure functions plus Beam FileSystems I/O, so local paths and gs:// behave the same.
-File names that are not UTF-8 (b'caf\\xe9.jpg' on Linux) are read: a local path keeps
-its bytes (Python's surrogateescape), and records and dead letters show it escaped
-(printable: 'caf\\xe9.jpg'). A label must be UTF-8 text (labels.txt is UTF-8).
+File names that are not UTF-8 (b'caf\\xe9.jpg' on Linux) are read: Python holds such a
+local name with surrogates (surrogateescape), which Beam's string coder cannot carry
+between steps, so they travel as bytes (to_transport) and a Row keeps the real name in
+raw_source; records and dead letters show it escaped (printable: 'caf\\xe9.jpg').
+A label must be UTF-8 text (labels.txt is UTF-8).
 
     python -m preprocess.sources gs://cloud-ml-data/img/flower_photos/eval_set.csv   # first rows
 """
@@ -20,10 +22,32 @@ from preprocess.splits import split_of
 
 @dataclasses.dataclass(frozen=True)
 class Row:
-    source: str   # the image URI (local path or gs://...)
+    source: str   # the image URI (local path or gs://...), printable
     label: str    # the label string as written in the input
     split: str    # "train", "eval", or the name given with --input_csv NAME=PATH
     origin: str   # where the row came from, e.g. "train.csv:12" or the folder root
+    raw_source: bytes = b""  # a local name that is not UTF-8: its bytes; source shows it escaped
+
+
+def make_row(source, label, split, origin):
+    """A Row Beam can carry: a name with surrogates goes to raw_source as its bytes."""
+    if is_utf8(source):
+        return Row(source, label, split, origin)
+    return Row(printable(source), label, split, origin, os.fsencode(source))
+
+
+def path_to_open(row):
+    """The local path (with surrogates again) or URI to read a row's image from."""
+    return os.fsdecode(row.raw_source) if row.raw_source else row.source
+
+
+def to_transport(text):
+    """text for a Beam element: as it is when UTF-8, else its bytes (from_transport undoes it)."""
+    return text if is_utf8(text) else os.fsencode(text)
+
+
+def from_transport(value):
+    return os.fsdecode(value) if isinstance(value, bytes) else value
 
 
 def parse_csv_line(line, origin, csv_dir, split, eval_fraction=0.0):
@@ -37,14 +61,15 @@ def parse_csv_line(line, origin, csv_dir, split, eval_fraction=0.0):
     if "://" in uri and not is_utf8(uri):
         raise image_uris.InputRejected(image_uris.MALFORMED_CSV_LINE,
                                        f"{printable(uri)}: a cloud URI must be UTF-8 text")
-    return Row(image_uris.resolve_uri(uri, csv_dir), label,
-               split or split_of(uri, eval_fraction), origin)
+    return make_row(image_uris.resolve_uri(uri, csv_dir), label,
+                    split or split_of(uri, eval_fraction), origin)
 
 
 def read_csv_lines(path):
     """Yields (origin, line) for every non-blank line of the CSV at ``path`` (local or gs://);
-    bytes that are not UTF-8 are kept as surrogates, so such a local file name still opens."""
-    return image_uris.read_csv_lines(path, FileSystems.open, errors="surrogateescape")
+    a line that is not UTF-8 comes as bytes (to_transport), so its file name still opens."""
+    for origin, line in image_uris.read_csv_lines(path, FileSystems.open, errors="surrogateescape"):
+        yield printable(origin), to_transport(line)
 
 
 def is_utf8(text):
@@ -76,7 +101,7 @@ def row_from_folder_file(path, root, eval_fraction):
         raise image_uris.InputRejected(image_uris.NOT_IN_LABEL_FOLDER, (
             f"{printable(path)} is {where} {root}: only ROOT/<label>/<file> is read"))
     check_label_text(label, "the label folder name")
-    return Row(path, label, split_of(relative, eval_fraction), root)
+    return make_row(path, label, split_of(relative, eval_fraction), root)
 
 
 def list_folder_files(root):
@@ -92,9 +117,9 @@ def list_folder_files(root):
         return
     for entry in sorted_entries(root):
         if entry.is_dir():  # follows a symlinked label folder
-            yield from (sub.path for sub in sorted_entries(entry.path))
+            yield from (to_transport(sub.path) for sub in sorted_entries(entry.path))
         else:
-            yield entry.path
+            yield to_transport(entry.path)
 
 
 def sorted_entries(folder):
@@ -115,7 +140,7 @@ def open_remote(uri):
 def main(argv):
     for path in argv[1:]:
         for origin, line in list(read_csv_lines(path))[:5]:
-            print(parse_csv_line(line, origin, posixpath.dirname(path), split="?"))
+            print(parse_csv_line(from_transport(line), origin, posixpath.dirname(path), split="?"))
 
 
 if __name__ == "__main__":

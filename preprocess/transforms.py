@@ -103,10 +103,10 @@ class ParseCsvLinesFn(beam.DoFn):
         split, csv_dir, lines = batch  # lines: [(origin, line), ...]
         yield from rows_and_dead_letters(
             lines,
-            lambda line: sources.parse_csv_line(line[1], line[0], csv_dir, split,
-                                                self._eval_fraction),
-            lambda line: sources.Row(source=line[1], label="", split=split or "",
-                                     origin=line[0]))
+            lambda line: sources.parse_csv_line(sources.from_transport(line[1]), line[0], csv_dir,
+                                                split, self._eval_fraction),
+            lambda line: sources.Row(source=sources.printable(sources.from_transport(line[1])),
+                                     label="", split=split or "", origin=line[0]))
 
 
 def rows_and_dead_letters(items, to_row, unparsed_row):
@@ -158,8 +158,10 @@ class FolderFilesToRowsFn(beam.DoFn):
     def process(self, paths):
         yield from rows_and_dead_letters(
             paths,
-            lambda path: sources.row_from_folder_file(path, self._root, self._eval_fraction),
-            lambda path: sources.Row(source=path, label="", split="", origin=self._root))
+            lambda path: sources.row_from_folder_file(sources.from_transport(path), self._root,
+                                                      self._eval_fraction),
+            lambda path: sources.Row(source=sources.printable(sources.from_transport(path)),
+                                     label="", split="", origin=self._root))
 
 
 class DeriveLabels(beam.PTransform):
@@ -314,11 +316,11 @@ def process_row(row, label_ids, max_pixels, resize, jpeg_quality):
     if row.label not in label_ids:
         raise image_uris.InputRejected(image_uris.UNKNOWN_LABEL,
                                   f"label {row.label!r} is not in labels.txt")
-    data = sources.read_image_bytes(row.source)
+    data = sources.read_image_bytes(sources.path_to_open(row))
     image = images.convert_image(data, max_pixels, resize, jpeg_quality)
     label = label_ids[row.label]
     example = record_schema.make_example(image.jpeg, image.height, image.width, label,
-                                         row.label, sources.printable(row.source))
+                                         row.label, row.source)
     return Record(row.split, label, row.source, example, image.conversions)
 
 
@@ -392,7 +394,7 @@ def shard_of(source, num_shards):
     """
     if not num_shards:
         return None
-    return zlib.crc32(source.encode("utf-8", "surrogateescape")) % num_shards
+    return zlib.crc32(source.encode("utf-8")) % num_shards
 
 
 def join_shard(planned, output_dir, labels):
