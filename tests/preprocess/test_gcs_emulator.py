@@ -1,12 +1,19 @@
 """gs:// input and output through Beam's gcsio, against the suite's local GCS emulator
 (fake-gcs-server on 127.0.0.1, tests/gcs_emulator.py); each test has a bucket of its own."""
 import json
+import os
+import subprocess
+import sys
+import time
 
 import pytest
 
 from preprocess import jpeg_to_tfrecord
 from tests.conftest import encode_image, pattern_image
+from tests.gcs_emulator import free_port
 from tests.preprocess.conftest import IN_PROCESS, read_split
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture
@@ -63,3 +70,30 @@ def test_gs_shard_from_one_piece_is_moved_and_from_several_is_joined(bucket):
     assert parse_records(bucket.blob("shards/joined").download_as_bytes()) == [
         b"bb", b"c", b"ddd"]
     assert not bucket.blob("tmp/piece0").exists() and bucket.blob("tmp/piece1").exists()
+
+
+@pytest.mark.parametrize("flags", [
+    ["--input_csv", "train=gs://photos-bucket/train.csv"],
+    ["--input_dir", "gs://photos-bucket/photos"],
+    ["--input_csv", "train={tmp}/train.csv", "--output_dir", "gs://photos-bucket/out"],
+])
+def test_gs_path_without_network_is_one_line_at_once(flags, tmp_path):
+    """The real command with Cloud Storage unreachable (the client pointed at a closed local
+    port): one line naming the path, the likely cause and the fix, exit 2, well within a
+    minute (Beam's client alone retries for ~4 minutes, then prints a traceback)."""
+    (tmp_path / "train.csv").write_text("a.jpg,cat\n")
+    flags = [flag.format(tmp=tmp_path) for flag in flags]
+    if "--output_dir" not in flags:
+        flags += ["--output_dir", str(tmp_path / "out")]
+    env = dict(os.environ, STORAGE_EMULATOR_HOST=f"http://127.0.0.1:{free_port()}")
+    start = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "preprocess.jpeg_to_tfrecord", *flags],
+                            capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
+    assert (result.returncode, time.monotonic() - start < 60) == (2, True), result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    flag, path = next((flag, value) for flag, value in zip(flags, flags[1:]) if "gs://" in value)
+    assert lines[0].startswith(f"error: {flag}={path.partition('=')[2] or path!r}: cannot "
+                               "reach Cloud Storage within 15 s (no network?)")
+    assert "gcloud auth application-default login" in lines[0]
+    assert not (tmp_path / "out").exists()
