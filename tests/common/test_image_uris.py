@@ -25,6 +25,17 @@ def test_a_byte_order_mark_is_not_part_of_the_first_uri(tmp_path):
         ("images.csv:1", "a.jpg,cat"), ("images.csv:3", "b.jpg,dog")]
 
 
+@pytest.mark.parametrize("errors, expected", [
+    ("replace", "caf\ufffd.jpg,cat"),          # the batch-prediction routes: a readable name
+    ("surrogateescape", "caf\udce9.jpg,cat"),  # preprocessing: the same bytes open the file
+])
+def test_a_latin1_line_is_decoded_as_asked(tmp_path, errors, expected):
+    path = tmp_path / "images.csv"
+    path.write_bytes(b"caf\xe9.jpg,cat\r\n")
+    assert list(image_uris.read_csv_lines(str(path), local_open, errors)) == [
+        ("images.csv:1", expected)]
+
+
 @pytest.mark.parametrize("line, origin, reason", [
     ('"a.jpg,cat', "x.csv:2", image_uris.MALFORMED_CSV_LINE),   # unbalanced quote
     ('a.jpg,"cat', "x.csv:2", image_uris.MALFORMED_CSV_LINE),
@@ -57,6 +68,11 @@ def test_file_errors_become_reasons(tmp_path):
     with pytest.raises(image_uris.InputRejected) as unreadable:
         image_uris.read_image_bytes(str(tmp_path), local_open)  # a directory
     assert unreadable.value.reason == image_uris.UNREADABLE_FILE
+    os.symlink(tmp_path / "gone.jpg", tmp_path / "link.jpg")
+    with pytest.raises(image_uris.InputRejected) as dangling:
+        image_uris.read_image_bytes(str(tmp_path / "link.jpg"), local_open)
+    assert dangling.value.reason == image_uris.MISSING_FILE
+    assert dangling.value.detail.endswith(f"(a symlink to {tmp_path / 'gone.jpg'}, which does not exist)")
 
 
 def test_predict_command_reads_a_spreadsheet_csv_without_losing_a_row(trained_run, input_csv,
