@@ -22,7 +22,7 @@ import pytest
 from apache_beam.options.pipeline_options import FlinkRunnerOptions, SetupOptions
 
 from common import beam_pipeline
-from preprocess import jpeg_to_tfrecord
+from preprocess import jpeg_to_tfrecord, output_dir
 from serving import batch_predict
 from tests.conftest import LABELS, NUM_GOOD_IMAGES, make_jpeg_bytes
 
@@ -107,7 +107,9 @@ def labelled_csvs(tmp_path):
 
 
 def files_by_name(folder):
-    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+    """The dataset's files; not the run's lock file, which records its pid and start time."""
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())
+            if path.name != output_dir.LOCK_FILE}
 
 
 def test_preprocessing_through_the_job_service_writes_the_same_files(job_service, labelled_csvs,

@@ -22,8 +22,10 @@ import uuid
 import pytest
 
 from trainer import task
-from trainer.settings import chain, checks
-from trainer.estimator import evaluation, loop
+from trainer.settings import checks
+from trainer import chain
+from trainer.estimator import loop
+from trainer.run import driver, evaluations
 from trainer.run import checkpoints, gcs_lease, output_lock
 
 HOLDER = f"pid {os.getpid()} on {socket.gethostname()} since "
@@ -60,10 +62,15 @@ def out(bucket):
 
 @pytest.fixture
 def short_lease(monkeypatch):
-    """A 0.9 s lease (renewed every 0.3 s) and a 0.05 s poll, so that tests see it turn over."""
-    monkeypatch.setattr(gcs_lease, "LEASE_SECONDS", 0.9)
+    """A 1.8 s lease (renewed every 0.6 s) and a 0.05 s poll, so that tests see it turn over.
+
+    A renewal may take a second on a loaded 2-core CI machine (the emulator is Python):
+    a shorter lease there lapses between renewals and the test sees a takeover it did
+    not cause.
+    """
+    monkeypatch.setattr(gcs_lease, "LEASE_SECONDS", 1.8)
     monkeypatch.setattr(gcs_lease, "POLL_SECONDS", 0.05)
-    return 0.9
+    return 1.8
 
 
 def lock_object(bucket, out, name=output_lock.LOCK_FILE):
@@ -109,7 +116,7 @@ def test_a_second_trainer_is_refused_naming_the_holder(bucket, out):
 
 
 def test_the_trainer_command_refuses_a_held_output_dir(bucket, out, tiny_params, monkeypatch, capsys):
-    """task.main -> cluster.run -> loop.run -> the lease: exit 2 and one line naming the holder.
+    """task.main -> cluster.run -> loop.run -> driver.run -> the lease: exit 2 and one line naming the holder.
     Only the settings chain and the checkpoint look are skipped: they read gs:// through TF."""
     holder = "pid 4242 on tpu-vm-7 since 2024-05-01T10:00:00+00:00"
     write_foreign_lease(bucket, out, holder, time.time() + 60)
@@ -117,7 +124,7 @@ def test_the_trainer_command_refuses_a_held_output_dir(bucket, out, tiny_params,
     # TF 2.15's gs:// file system cannot reach the emulator (its endpoint is compiled in), so the
     # read-only look at OUT's checkpoints (trainer/run/checkpoints.py) is skipped too.
     monkeypatch.setattr(checkpoints, "check_run_state", lambda output_dir, repair=True: (None, 0))
-    monkeypatch.setattr(loop, "run_mode", lambda params: pytest.fail("ran without the lease"))
+    monkeypatch.setattr(driver, "run_mode", lambda params, make_engine: pytest.fail("ran without the lease"))
     with pytest.raises(SystemExit) as exit_info:
         task.main([])
     assert exit_info.value.code == 2
@@ -192,16 +199,16 @@ def test_recording_results_waits_for_the_holder(bucket, out, short_lease):
     held = threading.Event()
 
     def other_recorder():
-        with gcs_lease.hold_lease(f"{out}/{evaluation.RESULTS_LOCK_FILE}", "the trainer",
+        with gcs_lease.hold_lease(f"{out}/{evaluations.RESULTS_LOCK_FILE}", "the trainer",
                                   on_lost=lambda lease, reason: events.append(reason)):
             held.set()
-            time.sleep(4 * short_lease)  # longer than the lease: the heartbeat keeps it
+            time.sleep(2.5 * short_lease)  # longer than the lease: the heartbeat keeps it
             events.append("other done")
 
     def record():
-        with evaluation.hold_results(out):
+        with evaluations.hold_results(out):
             events.append("ours")
-            return read_body(lock_object(bucket, out, evaluation.RESULTS_LOCK_FILE))["holder"]
+            return read_body(lock_object(bucket, out, evaluations.RESULTS_LOCK_FILE))["holder"]
 
     thread = threading.Thread(target=other_recorder)
     thread.start()
@@ -209,15 +216,15 @@ def test_recording_results_waits_for_the_holder(bucket, out, short_lease):
     assert in_thread(record, timeout=20).startswith(HOLDER)
     thread.join()
     assert events == ["other done", "ours"]
-    assert lock_object(bucket, out, evaluation.RESULTS_LOCK_FILE) is None
+    assert lock_object(bucket, out, evaluations.RESULTS_LOCK_FILE) is None
 
 
 def test_recording_results_takes_over_an_expired_holder(bucket, out, short_lease):
-    write_foreign_lease(bucket, out, "a killed evaluator", time.time() - 1, evaluation.RESULTS_LOCK_FILE)
+    write_foreign_lease(bucket, out, "a killed evaluator", time.time() - 1, evaluations.RESULTS_LOCK_FILE)
 
     def record():
-        with evaluation.hold_results(out):
-            return read_body(lock_object(bucket, out, evaluation.RESULTS_LOCK_FILE))["holder"]
+        with evaluations.hold_results(out):
+            return read_body(lock_object(bucket, out, evaluations.RESULTS_LOCK_FILE))["holder"]
 
     assert in_thread(record, timeout=10).startswith(HOLDER)
 
