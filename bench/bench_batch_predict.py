@@ -30,7 +30,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from common import export_predictor, prediction_inputs
 
 from serving import batch_predict  # noqa: E402
-from trainer.settings import chain  # noqa: E402
+from trainer import chain  # noqa: E402
 from trainer.estimator import loop
 
 

@@ -90,7 +90,7 @@ def make_digit_jpegs(count):
 def export_untrained_model(work_dir, jpegs):
     """Trains the default small_cnn one step with trainer.task; returns the export base path."""
     from common import dataset_files, record_schema
-    from trainer.settings import chain
+    from trainer import chain
     from trainer.estimator import loop
     data = os.path.join(work_dir, "data")
     os.makedirs(data)

@@ -146,7 +146,7 @@ def make_jpeg_bytes(seed, size=20):
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory):
     """(output_dir, export_dir, data_dir) of a 2-step run on 16 train / 11 eval images."""
-    from trainer.settings import chain
+    from trainer import chain
     from trainer.estimator import loop
     root = tmp_path_factory.mktemp("run")
     data = write_dataset(root / "data", {"train": 16, "eval": NUM_GOOD_IMAGES}, LABELS, size=20, shards=1)

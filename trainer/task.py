@@ -1,8 +1,9 @@
-"""Entry point only: flags -> params (trainer/settings/) -> the loop (trainer/estimator/loop.py).
+"""Entry point only: flags -> params (trainer/settings/, trainer/chain.py) -> the chosen engine.
 
     .venv/bin/python -m trainer.task --train_data_path 'DIR/train-*' \\
         --eval_data_path 'DIR/eval-*' --output_dir OUT [--use_tpu --tpu NAME \\
         --tpu_zone Z --gcp_project P] [--config hparams.yaml] [--train_steps 1500 ...]
+    .venv/bin/python -m trainer.task --engine keras ...   # TPUStrategy + a Keras model (trainer/keras/)
     .venv/bin/python -m trainer.task --help      # every setting, its default and allowed values
 
 Every setting of trainer/settings/table.py is a flag of the same name. Flags default
@@ -24,16 +25,26 @@ def main(argv=None):
     console.configure_logging(VERBOSITY)
     typed, config_file = flags.parse_flags(sys.argv[1:] if argv is None else argv)
     # TensorFlow loads only now that the flags have parsed.
-    from trainer.cloud import cluster
-    from trainer.run import failures, summary
-    from trainer.settings import chain
+    from trainer.run import failures
+    from trainer.report import summary
+    from trainer import chain
     try:
         params = chain.resolve(typed, config_file)
-        result = run_or_explain(cluster.run, params, failures)  # loop.run, or a cluster role
+        result = run_or_explain(load_engine(params["engine"]), params, failures)
     except UserError as err:  # a bad setting, a busy output_dir, data unlike its metadata
         console.exit_with_error(err)
     print(summary.summarize_run(params, result), flush=True)
     return result
+
+
+def load_engine(name):
+    """The run function of engine `name`, imported only when chosen: the Keras engine's imports
+    never reach tf.estimator, which TensorFlow 2.16 and later do not have."""
+    if name == "keras":
+        from trainer.keras import engine
+        return engine.run
+    from trainer.estimator import cluster
+    return cluster.run  # loop.run, or a cluster role of TF_CONFIG
 
 
 def run_or_explain(run, params, failures):

@@ -1,4 +1,4 @@
-"""TF_CONFIG roles (trainer/cloud/tf_config.py, trainer/cloud/cluster.py) and the --use_tpu --tpu local path.
+"""TF_CONFIG roles (trainer/cloud/tf_config.py, trainer/estimator/cluster.py) and the --use_tpu --tpu local path.
 
 The whole cluster runs under gcloud in test_gcloud_local_train.py; here each
 piece runs alone, the done-token handshake with real in-process servers.
@@ -12,9 +12,9 @@ import threading
 import pytest
 import tensorflow as tf
 
-from trainer.cloud import cluster, tf_config
-from trainer.settings import chain
-from trainer.estimator import loop
+from trainer.cloud import tf_config
+from trainer.estimator import cluster, loop
+from trainer import chain
 
 
 def make_tf_config(task_type, index=0, workers=1, chief="chief", ports=None):

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from trainer.estimator import export
+from trainer.export import contract
 
 GCLOUD = shutil.which("gcloud")
 pytestmark = pytest.mark.skipif(GCLOUD is None, reason="gcloud (Google Cloud SDK) is not installed")
@@ -121,7 +121,7 @@ def check_outputs(job_dir, train_steps, output):
     export_dir = job_dir / "export" / "image_classifier"
     versions = sorted(os.listdir(export_dir)) if export_dir.is_dir() else []
     assert versions and int(versions[-1]) >= train_steps, f"no export; output tail:\n{output[-4000:]}"
-    export.check_export(str(export_dir / versions[-1]))
+    contract.check_export(str(export_dir / versions[-1]))
     records = [json.loads(line) for line in (job_dir / "eval_results.jsonl").read_text().splitlines()]
     assert len(records) == 2 and records[-1]["global_step"] >= train_steps
     assert 0.0 <= records[-1]["accuracy"] <= 1.0

@@ -25,8 +25,10 @@ import tensorflow as tf
 
 from common import dataset_files
 from trainer import task
-from trainer.settings import chain, dataset_info
-from trainer.estimator import evaluation, export
+from trainer.run import eval_records
+from trainer import chain
+from trainer.data import dataset_info
+from trainer.export import contract
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -117,7 +119,7 @@ def test_every_input_read_from_a_non_local_filesystem(tiny_dataset, tmp_path):
                         eval_data_path=f"{remote}/eval-*", output_dir=out))
     exported = task.main(argv)
     assert exported == os.path.join(out, "export", "image_classifier", "4")
-    export.check_export(exported)
+    contract.check_export(exported)
     params = json.loads(pathlib.Path(out, "params.json").read_text())
     assert params["num_train_examples"] == 24 and params["num_eval_examples"] == 11
     warmup = pathlib.Path(exported, "assets.extra", "tf_serving_warmup_requests")
@@ -130,6 +132,6 @@ def test_trainer_output_files_on_a_non_local_filesystem(tiny_params, tmp_path):
     assert chain.write_params(params) == f"{out}/params.json"
     assert chain.read_saved_params(out)["output_dir"] == out
     for step in (2, 4):
-        evaluation.append_eval_result(out, {"global_step": step, "accuracy": step / 10})
-    assert [r["global_step"] for r in evaluation.read_eval_results(out)] == [2, 4]
+        eval_records.append_eval_result(out, {"global_step": step, "accuracy": step / 10})
+    assert [r["global_step"] for r in eval_records.read_eval_results(out)] == [2, 4]
     assert sorted(tf.io.gfile.listdir(out)) == ["eval_results.jsonl", "params.json"]

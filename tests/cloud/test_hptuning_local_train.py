@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 from tests.cloud.test_gcloud_local_train import GCLOUD, run_gcloud, train_args
-from trainer.estimator import export
+from trainer.export import contract
 
 pytestmark = pytest.mark.skipif(GCLOUD is None, reason="gcloud (Google Cloud SDK) is not installed")
 TRIAL = "7"
@@ -69,7 +69,7 @@ def test_a_trial_writes_to_its_subdirectory_and_reports_its_metric(trial_env, wr
     trial_dir = job_dir / TRIAL
     params = json.loads((trial_dir / "params.json").read_text())
     assert (params["output_dir"], params["learning_rate"]) == (str(trial_dir), 0.05)
-    export.check_export(str(trial_dir / "export" / "image_classifier" / "2"))
+    contract.check_export(str(trial_dir / "export" / "image_classifier" / "2"))
     (record,) = [json.loads(line) for line in (trial_dir / "eval_results.jsonl").read_text().splitlines()]
     assert "accuracy" in eval_summary_tags(trial_dir / "eval")  # AI Platform's hyperparameterMetricTag
     (report,) = [json.loads(line) for line in

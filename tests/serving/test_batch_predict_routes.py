@@ -17,7 +17,7 @@ import pytest
 from common import export_predictor
 
 from serving import batch_predict
-from trainer.settings import chain
+from trainer import chain
 from trainer.estimator import loop
 
 BAD = {"missing.jpg": "missing_file", "empty.jpg": "empty_file", "corrupt.jpg": "corrupt_image"}
@@ -147,9 +147,9 @@ def test_chunked_prediction_matches_one_chunk(trained_run, input_csv, checkpoint
 def test_predict_without_a_checkpoint_names_the_output_dir(tmp_path, input_csv, trained_run):
     params = chain.parse_params([f"--output_dir={trained_run[0]}", "--mode=predict",
                                 f"--predict_input={input_csv}", f"--predict_output_dir={tmp_path}"])
-    from trainer.estimator import predict
+    from trainer.run import predictions
     with pytest.raises(FileNotFoundError, match="has no checkpoint to predict with"):
-        predict.run_predict(None, params, None)
+        predictions.run_predict(None, params, None)
 
 
 # An earlier run's files under prefix "p": 3 JSON-lines shards of 5 lines, a CSV of a header and

@@ -63,9 +63,9 @@ def check_saved_model_cli_output(text):
 def predict_with_estimator(out_dir, jpegs, record_path):
     """(a) Probabilities from the trainer's eval input path and model_fn on the checkpoint."""
     from common import record_schema
-    from trainer.settings import chain
+    from trainer import chain
     from trainer.data import input as input_lib
-    from trainer.estimator import evaluation, loop
+    from trainer.estimator import loop
     from trainer.run import checkpoints
     with tf.io.TFRecordWriter(str(record_path)) as writer:
         for i, jpeg in enumerate(jpegs):

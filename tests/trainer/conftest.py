@@ -33,5 +33,5 @@ def tiny_argv(tiny_dataset, tmp_path):
 
 @pytest.fixture
 def tiny_params(tiny_argv):
-    from trainer.settings import chain
+    from trainer import chain
     return chain.parse_params(tiny_argv)

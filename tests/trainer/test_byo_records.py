@@ -16,8 +16,9 @@ from common import dataset_files, export_predictor
 from tests.conftest import encode_image
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from trainer.data import byo_records, data_checks, input as input_lib
-from trainer.settings import chain
-from trainer.estimator import evaluation, loop
+from trainer.run import eval_records
+from trainer import chain
+from trainer.estimator import loop
 
 # Three ImageNet synsets; imagenet_to_gcs numbers the sorted synsets from 1.
 SYNSETS = ("n01440764", "n01443537", "n01484850")
@@ -88,7 +89,7 @@ def test_tpu_records_train_evaluate_and_export_with_their_synsets(imagenet_dir, 
     assert params["labels"] == list(SYNSETS) and params["num_classes"] == 3
     assert (params["num_train_examples"], params["num_eval_examples"]) == (24, 9)
     exported = loop.run(params)
-    (record,) = evaluation.read_eval_results(out)
+    (record,) = eval_records.read_eval_results(out)
     assert record["global_step"] == 80 and record["accuracy"] >= 0.9, record
     model = export_predictor.load_export(exported)
     assert list(model.labels) == list(SYNSETS)

@@ -12,9 +12,10 @@ import pytest
 
 from common import signature
 from tests.trainer.conftest import TINY_FLAGS, as_argv
-from trainer.settings import chain, checks, table
-from trainer.estimator import continuous_eval, evaluation, loop
-from trainer.run import checkpoints, output_lock
+from trainer.settings import checks, table
+from trainer import chain
+from trainer.estimator import loop
+from trainer.run import checkpoints, continuous_eval, eval_records, output_lock
 
 
 def start_trainer(argv):
@@ -39,7 +40,7 @@ def test_evaluates_each_checkpoint_of_a_running_trainer_once(tiny_dataset, tmp_p
     assert holder.startswith(f"pid {trainer.pid} ")  # the trainer held OUT while we evaluated
     steps = [record["global_step"] for record in records]
     assert steps == sorted(set(steps)) and steps[-1] == 6 and 0 not in steps
-    assert [r["global_step"] for r in evaluation.read_eval_results(out)] == steps  # each once, only ours
+    assert [r["global_step"] for r in eval_records.read_eval_results(out)] == steps  # each once, only ours
     best = max(records, key=lambda r: r["accuracy"])  # the first of equals is the best
     best_base = out / signature.BEST_EXPORT_SUBDIR / "image_classifier"
     assert os.listdir(best_base) == [str(best["global_step"])]
@@ -69,6 +70,6 @@ def test_a_checkpoint_of_another_model_is_refused(tiny_params, flags, reason, tm
     if reason is None:  # already evaluated by the trainer: skipped
         assert continuous_eval.evaluate_checkpoint(None, evaluator, checkpoint) is None
         return
-    os.remove(os.path.join(tiny_params["output_dir"], evaluation.RESULTS_FILE))
+    os.remove(os.path.join(tiny_params["output_dir"], eval_records.RESULTS_FILE))
     with pytest.raises(checks.ConfigError, match=reason.replace("[", r"\[").replace("]", r"\]")):
         continuous_eval.evaluate_checkpoint(None, evaluator, checkpoint)

@@ -11,9 +11,11 @@ import tensorflow as tf
 
 from common import signature
 from tests.trainer.conftest import TINY_FLAGS, as_argv
-from trainer.settings import chain, checks
-from trainer.run import checkpoints, early_stopping
-from trainer.estimator import evaluation, export, loop
+from trainer.settings import checks
+from trainer import chain
+from trainer.run import checkpoints, early_stopping, eval_records, rounds
+from trainer.estimator import loop
+from trainer.export import contract
 
 
 def records(*values, metric="accuracy"):
@@ -54,14 +56,14 @@ def test_an_unknown_metric_fails_at_the_command_line(tiny_argv):
 
 def rewrite_results(out, accuracies):
     """Sets the accuracy of each record (in order); the step-2 record becomes the best."""
-    kept = evaluation.read_eval_results(out)
+    kept = eval_records.read_eval_results(out)
     best_export = next(r["best_export"] for r in reversed(kept) if "best_export" in r)
     for record, accuracy in zip(kept, accuracies):
         record["accuracy"] = accuracy
         record.pop("best_export", None)
     kept[0]["best_export"] = best_export  # as recorded: relative to the run
-    (out / evaluation.RESULTS_FILE).write_text("".join(json.dumps(r) + "\n" for r in kept))
-    return evaluation.path_in_run(str(out), best_export)
+    (out / eval_records.RESULTS_FILE).write_text("".join(json.dumps(r) + "\n" for r in kept))
+    return eval_records.path_in_run(str(out), best_export)
 
 
 def test_a_resumed_run_remembers_its_patience_stops_and_exports_its_best(tiny_dataset, tmp_path):
@@ -76,11 +78,11 @@ def test_a_resumed_run_remembers_its_patience_stops_and_exports_its_best(tiny_da
     exported = loop.run(chain.parse_params(as_argv(resumed)))
     assert checkpoints.latest_checkpoint(str(out))[1] == 6  # one round, not 40 steps
     assert exported == os.path.join(out, signature.EXPORT_SUBDIR, "image_classifier", "2")
-    export.check_export(exported)
+    contract.check_export(exported)
     assert sorted(tf.io.gfile.listdir(exported)) == sorted(tf.io.gfile.listdir(best_export))
-    why = json.loads((out / evaluation.EARLY_STOPPING_FILE).read_text())
+    why = json.loads((out / rounds.EARLY_STOPPING_FILE).read_text())
     assert (why["stopped_at_step"], why["best_step"], why["best_value"], why["patience"]) == (6, 2, 1.0, 2)
     assert why["reason"].startswith("accuracy did not improve on 1 (step 2) in 2 evaluations")
-    assert [r["evaluations_without_improvement"] for r in evaluation.read_eval_results(out)][-1] == 2
+    assert [r["evaluations_without_improvement"] for r in eval_records.read_eval_results(out)][-1] == 2
     assert loop.run(chain.parse_params(as_argv(resumed))) == exported  # a rerun stops again
     assert checkpoints.latest_checkpoint(str(out))[1] == 6

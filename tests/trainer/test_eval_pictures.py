@@ -16,7 +16,9 @@ import pytest
 import tensorflow as tf
 
 from trainer.report import eval_pictures
+from trainer.run import eval_records
 from trainer.estimator import model
+from trainer.objective import metrics as objective_metrics
 
 
 def read_eval_events(eval_dir):
@@ -72,7 +74,7 @@ def test_streaming_matrix_counts_weighted_rows_across_batches():
     weights = tf.constant([1.0, 1.0, 1.0, 0.0])
     with tf.Graph().as_default():
         metrics = model.make_metric_fn(3, 5)(tf.constant(labels), tf.constant(logits), tf.constant(weights))
-        value, update = metrics[model.CONFUSION_MATRIX_METRIC]
+        value, update = metrics[objective_metrics.CONFUSION_MATRIX_METRIC]
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.local_variables_initializer())
             session.run(update)
@@ -115,10 +117,10 @@ def test_per_class_accuracy_is_each_rows_hit_rate():
 def test_each_evaluation_writes_the_matrix_and_per_class_accuracy(tiny_params):
     """A real run: at every eval step an image and a scalar per class, and the per-class
     accuracies average to the run's own mean_per_class_accuracy; the record holds no matrix."""
-    from trainer.estimator import evaluation, loop
+    from trainer.estimator import loop
     params = dict(tiny_params, train_steps=4, steps_per_eval=2)
     loop.run(params)
-    records = evaluation.read_eval_results(params["output_dir"])
+    records = eval_records.read_eval_results(params["output_dir"])
     tags = read_eval_events(f"{params['output_dir']}/eval")
     steps = {record["global_step"] for record in records}
     assert steps == {2, 4} and set(tags["confusion_matrix"]) == steps
@@ -130,7 +132,7 @@ def test_each_evaluation_writes_the_matrix_and_per_class_accuracy(tiny_params):
         values = [float(tags[f"per_class_accuracy/{label}"][record["global_step"]])
                   for label in params["labels"]]
         assert np.mean(values) == pytest.approx(record["mean_per_class_accuracy"], abs=1e-5)
-        assert model.CONFUSION_MATRIX_METRIC not in record
+        assert objective_metrics.CONFUSION_MATRIX_METRIC not in record
     assert tensorboard_tags(params["output_dir"], "images") == {"confusion_matrix"}
-    text = open(f"{params['output_dir']}/{evaluation.RESULTS_FILE}").read()
+    text = open(f"{params['output_dir']}/{eval_records.RESULTS_FILE}").read()
     assert "confusion" not in text and json.loads(text.splitlines()[0])["global_step"] == 2

@@ -8,7 +8,8 @@ import pytest
 import tensorflow as tf
 
 from tests.trainer.conftest import as_argv
-from trainer.settings import chain, checks
+from trainer.settings import checks
+from trainer import chain
 
 
 def parse(tiny_argv, **flags):

@@ -8,10 +8,11 @@ import json
 
 import pytest
 
-from trainer.settings import chain
-from trainer.estimator import evaluation, loop
+from trainer import chain
+from trainer.run import eval_records
+from trainer.estimator import loop
+from trainer.run import evaluations
 from trainer.cloud import hptuning
-from trainer.data import input as input_lib
 
 
 @pytest.mark.parametrize("environ, trial", [
@@ -53,10 +54,10 @@ def test_an_evaluation_is_recorded_and_reported_once(tiny_params, tmp_path, monk
     reported = []
     monkeypatch.setattr(hptuning, "report_metric", lambda params, record: reported.append(
         (params["early_stopping_metric"], record["global_step"])))
-    estimator = loop.make_estimator(tiny_params)
-    estimator.train(input_lib.make_input_fn(tiny_params["train_data_path"], "train"), max_steps=2)
-    record = evaluation.evaluate_and_record(estimator, tiny_params)
+    engine = loop.EstimatorEngine(tiny_params)
+    engine.train(max_steps=2)
+    record = evaluations.evaluate_and_record(engine, tiny_params)
     assert record["evaluations_without_improvement"] == 0 and "best_export" in record
-    assert evaluation.evaluate_and_record(estimator, tiny_params) is None
+    assert evaluations.evaluate_and_record(engine, tiny_params) is None
     assert reported == [("accuracy", 2)]
-    assert evaluation.read_eval_results(tiny_params["output_dir"]) == [record]
+    assert eval_records.read_eval_results(tiny_params["output_dir"]) == [record]

@@ -16,7 +16,7 @@ from tests.conftest import encode_image, pattern_image
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from tests.trainer.fine_tune_helpers import write_hub_module, write_momentum_hub_module
 from trainer import nets
-from trainer.settings import chain
+from trainer import chain
 from trainer.estimator import loop
 
 

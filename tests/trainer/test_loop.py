@@ -14,9 +14,10 @@ from common import signature, warmup
 
 from serving.standin import model_store
 
-from trainer.estimator import evaluation, export, loop
+from trainer.estimator import loop
+from trainer.export import contract, staging
 
-from trainer.run import checkpoints
+from trainer.run import checkpoints, eval_records
 from common import image_ops, record_schema
 from trainer import task
 
@@ -53,7 +54,7 @@ def summary_tags(directory):
 
 def check_outputs(params, export_dir):
     out = params["output_dir"]
-    records = evaluation.read_eval_results(out)
+    records = eval_records.read_eval_results(out)
     assert [r["global_step"] for r in records] == [2, 4]
     assert {"accuracy", "top_2_accuracy", "mean_per_class_accuracy", "cross_entropy"} <= set(records[0])
     with open(os.path.join(out, "params.json")) as f:
@@ -67,7 +68,7 @@ def check_outputs(params, export_dir):
     assert model_store.list_versions(os.path.dirname(export_dir)) == [4]
     warmup_signatures = {r.model_spec.signature_name for r in warmup.read_warmup_requests(export_dir)}
     assert warmup_signatures == set(signature.SIGNATURES)
-    export.check_export(export_dir)  # exactly the contract's signatures, no TPU ops
+    contract.check_export(export_dir)  # exactly the contract's signatures, no TPU ops
 
 
 def read_eval_split(params):
@@ -87,15 +88,15 @@ def check_eval_counts_every_example_once(params, export_dir):
     assert len(jpegs) == params["num_eval_examples"] == 11
     served = served_predictions(export_dir, signature.SIGNATURE_DEFAULT, jpegs)
     accuracy = np.mean(served[signature.OUTPUT_CLASS_IDS] == labels)
-    assert evaluation.read_eval_results(params["output_dir"])[-1]["accuracy"] == pytest.approx(accuracy)
+    assert eval_records.read_eval_results(params["output_dir"])[-1]["accuracy"] == pytest.approx(accuracy)
 
 
 def check_rerun_changes_nothing(params, argv):
     """The same command after the run finished: no training, no new eval or export, no error."""
     out = params["output_dir"]
-    before = (checkpoints.latest_checkpoint(out), evaluation.read_eval_results(out), sorted(os.listdir(out)))
+    before = (checkpoints.latest_checkpoint(out), eval_records.read_eval_results(out), sorted(os.listdir(out)))
     assert task.main(argv) == os.path.join(out, "export", "image_classifier", "4")
-    assert (checkpoints.latest_checkpoint(out), evaluation.read_eval_results(out), sorted(os.listdir(out))) == before
+    assert (checkpoints.latest_checkpoint(out), eval_records.read_eval_results(out), sorted(os.listdir(out))) == before
 
 
 def test_full_run_exports_a_model_that_serves_jpegs(tiny_params, tiny_argv, make_jpeg):
@@ -123,11 +124,11 @@ def test_evaluate_and_export_modes_on_an_existing_output_dir(tiny_params, tiny_a
     out = tiny_params["output_dir"]
     loop.run(dict(tiny_params, train_steps=2, steps_per_eval=2))
     record = task.main(tiny_argv + ["--mode=evaluate", "--train_steps=2"])
-    assert record["global_step"] == 2 and len(evaluation.read_eval_results(out)) == 2
+    assert record["global_step"] == 2 and len(eval_records.read_eval_results(out)) == 2
     tf.io.gfile.rmtree(os.path.join(out, "export"))
     exported = task.main([f"--output_dir={out}", "--mode=export"])  # everything else from params.json
     assert exported == os.path.join(out, "export", "image_classifier", "2")
-    export.check_export(exported)
+    contract.check_export(exported)
 
 
 def test_evaluate_without_a_checkpoint_names_the_directory(tiny_params):
@@ -150,13 +151,13 @@ def test_cpu_run_constructs_no_tpu_resolver(tiny_params, monkeypatch):
 
 
 def test_torn_results_line_is_skipped(tmp_path):
-    (tmp_path / evaluation.RESULTS_FILE).write_text('{"global_step": 2, "accuracy": 0.5}\n{"global_st')
-    assert evaluation.read_eval_results(str(tmp_path)) == [{"global_step": 2, "accuracy": 0.5}]
+    (tmp_path / eval_records.RESULTS_FILE).write_text('{"global_step": 2, "accuracy": 0.5}\n{"global_st')
+    assert eval_records.read_eval_results(str(tmp_path)) == [{"global_step": 2, "accuracy": 0.5}]
 
 
 def test_export_without_serving_extra_skips_only_the_warmup(tiny_params, tmp_path, monkeypatch):
     # The import fails as if tensorflow-serving-api were not installed.
     monkeypatch.setitem(sys.modules, "common.warmup", None)
     monkeypatch.delattr(sys.modules["common"], "warmup", raising=False)
-    assert export.write_warmup(str(tmp_path), tiny_params) is None
+    assert staging.write_warmup(str(tmp_path), tiny_params) is None
     assert not (tmp_path / signature.WARMUP_FILE).exists()

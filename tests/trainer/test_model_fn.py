@@ -13,6 +13,7 @@ from tensorflow.python.ops import summary_ops_v2
 from common import signature
 from trainer.data import input as input_lib
 from trainer.estimator import model
+from trainer.objective import metrics, schedule
 
 ModeKeys = tf.estimator.ModeKeys
 
@@ -94,7 +95,7 @@ def test_padding_rows_count_for_nothing():
 
 @pytest.mark.parametrize("num_classes, top_k, expected", [(10, 5, 5), (3, 5, 2), (2, 5, None), (10, 1, None)])
 def test_top_k_stays_below_the_class_count(num_classes, top_k, expected):
-    assert model.effective_top_k(num_classes, top_k) == expected
+    assert metrics.effective_top_k(num_classes, top_k) == expected
 
 
 def test_predict_spec_has_probabilities_ids_and_names(tiny_params):
@@ -114,7 +115,7 @@ def test_learning_rate_scales_with_batch_warms_up_and_decays(tiny_params):
                   train_batch_size=1024, warmup_steps=10, train_steps=110)
     with tf.Graph().as_default(), tf.compat.v1.Session() as session:
         step = tf.compat.v1.placeholder(tf.int64, [])
-        rate = model.learning_rate_schedule(step, params)
+        rate = schedule.learning_rate_schedule(step, params)
         values = {s: session.run(rate, {step: s}) for s in (0, 5, 10, 60, 110)}
     assert values[0] == 0.0
     assert values[5] == pytest.approx(0.2)      # half of the warmup to 0.1 * 1024 / 256
@@ -163,7 +164,7 @@ def test_host_call_writes_tensorboard_scalars(tiny_params, tmp_path):
 
 def test_cpu_training_writes_input_images_and_training_accuracy(tiny_argv):
     """Off TPU: TensorBoard gets the first training images ([0, 1], 3 of them) and accuracy."""
-    from trainer.settings import chain
+    from trainer import chain
     from trainer.estimator import loop
     params = chain.parse_params(tiny_argv + ["--train_steps=2", "--steps_per_eval=2",
                                               "--save_summary_steps=1"])
@@ -213,7 +214,7 @@ def test_step_schedule_drops_tenfold_at_30_60_80_of_90(tiny_params):
                   train_batch_size=256, warmup_steps=10, train_steps=90)
     with tf.Graph().as_default(), tf.compat.v1.Session() as session:
         step = tf.compat.v1.placeholder(tf.int64, [])
-        rate = model.learning_rate_schedule(step, params)
+        rate = schedule.learning_rate_schedule(step, params)
         values = [session.run(rate, {step: s}) for s in (5, 10, 29, 30, 59, 60, 80, 89)]
     np.testing.assert_allclose(values, [0.05, 0.1, 0.1, 0.01, 0.01, 0.001, 1e-4, 1e-4], rtol=1e-5)
 

@@ -9,7 +9,8 @@ import pytest
 import tensorflow as tf
 
 from trainer import task
-from trainer.settings import chain, checks, table
+from trainer.settings import checks, table
+from trainer import chain
 
 
 def test_dataset_values_come_from_metadata_not_constants(tiny_params):
@@ -113,10 +114,10 @@ def test_a_split_with_no_records_fails_before_training(write_tfrecord_dataset, t
 
 
 def test_training_that_does_not_advance_is_an_error():
-    from trainer.estimator import loop
+    from trainer.run import rounds
     params = {"train_data_path": "D/train-*", "train_batch_size": 64}
-    assert loop.check_progress(100, 600, params) == 600
+    assert rounds.check_progress(100, 600, params) == 600
     with pytest.raises(RuntimeError, match="did not advance past global step 100"):
-        loop.check_progress(100, 100, params)
+        rounds.check_progress(100, 100, params)
     with pytest.raises(RuntimeError, match="did not advance past global step None"):
-        loop.check_progress(None, None, params)
+        rounds.check_progress(None, None, params)

@@ -10,7 +10,8 @@ import os
 import pytest
 
 from common import prediction_inputs, prediction_records
-from trainer.settings import chain, checks, table
+from trainer.settings import checks, table
+from trainer import chain
 from trainer.estimator import predict
 
 

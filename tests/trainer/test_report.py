@@ -17,7 +17,7 @@ import pytest
 from PIL import Image
 
 from tests.conftest import NUM_GOOD_IMAGES, make_jpeg_bytes
-from trainer.estimator import evaluation
+from trainer.run import eval_records
 from trainer.report import data as report_data, html as report_html, metrics as report_metrics, page as report, svg as report_svg
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -206,7 +206,7 @@ def test_report_renders_in_headless_chromium(trained_run, tmp_path):
     page_path = tmp_path / "report.html"
     result = run_report(output_dir, "--output", page_path)
     assert result.returncode == 0, result.stderr[-3000:]
-    [record] = [r for r in evaluation.read_eval_results(output_dir) if "best_export" in r]
+    [record] = [r for r in eval_records.read_eval_results(output_dir) if "best_export" in r]
     assert result.stdout.startswith(f"report: {page_path} (step {record['global_step']}, "
                                     f"{NUM_GOOD_IMAGES} eval images, accuracy {record['accuracy']:.4f}, ")
     assert result.stdout.rstrip().endswith(f"open {page_path.as_uri()}") and result.stdout.count("\n") == 1
@@ -221,7 +221,7 @@ def test_report_renders_in_headless_chromium(trained_run, tmp_path):
     assert check["images"] == check["decoded"] == num_mistakes > 0
     assert check["charts"] == 2 and check["matrix_cells"] == 9 and check["class_rows"] == 5
     series = dict(check["series"])
-    assert series["eval accuracy"] == series["eval loss"] == len(evaluation.read_eval_results(output_dir))
+    assert series["eval accuracy"] == series["eval loss"] == len(eval_records.read_eval_results(output_dir))
     assert series.get("train loss", 0) == len(report_data.read_training_scalars(output_dir).get("loss", []))
 
     shot = tmp_path / "shot.png"

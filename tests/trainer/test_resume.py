@@ -1,6 +1,7 @@
 """kill -9 in the middle of training, run the same command again: it resumes and ends at train_steps.
 
-A real subprocess (python -m trainer.task), so nothing survives the kill but the files.
+A real subprocess (python -m trainer.task), so nothing survives the kill but the files;
+with either engine (the Keras engine's checkpoints carry the same names and state file).
 
     .venv/bin/python -m pytest tests/trainer/test_resume.py
 """
@@ -11,16 +12,17 @@ import subprocess
 import sys
 import time
 
+import pytest
 import tensorflow as tf
 
-from trainer.estimator import evaluation
+from trainer.run import checkpoints, eval_records
 
 TRAIN_STEPS = 200
 
 
 def checkpoint_step(output_dir):
     path = tf.train.latest_checkpoint(output_dir)
-    return int(tf.train.load_variable(path, "global_step")) if path else 0
+    return checkpoints.step_of(path) if path else 0
 
 
 def start_task(argv, repo_root, log_path):
@@ -42,10 +44,11 @@ def kill_after_first_checkpoint(process, output_dir, timeout=120):
     raise AssertionError(f"no checkpoint past step 0 within {timeout}s (exit code {process.poll()})")
 
 
-def test_kill_9_mid_training_then_rerun_resumes_to_train_steps(tiny_argv, repo_root, tmp_path):
+@pytest.mark.parametrize("engine", ["estimator", "keras"])
+def test_kill_9_mid_training_then_rerun_resumes_to_train_steps(tiny_argv, repo_root, tmp_path, engine):
     argv = [a for a in tiny_argv if not a.startswith(("--train_steps", "--steps_per_eval"))]
     argv += [f"--train_steps={TRAIN_STEPS}", f"--steps_per_eval={TRAIN_STEPS}",
-             "--save_checkpoints_steps=20", "--log_step_count_steps=100"]
+             "--save_checkpoints_steps=20", "--log_step_count_steps=100", f"--engine={engine}"]
     output_dir = next(a.split("=", 1)[1] for a in argv if a.startswith("--output_dir"))
     killed_at = kill_after_first_checkpoint(start_task(argv, repo_root, tmp_path / "run1.log"), output_dir)
     assert 0 < killed_at < TRAIN_STEPS, f"killed at step {killed_at}: not mid-training"
@@ -59,5 +62,5 @@ def test_kill_9_mid_training_then_rerun_resumes_to_train_steps(tiny_argv, repo_r
                      re.M)  # throughput is reported (quietly: TF's own lines need -v)
     assert checkpoint_step(output_dir) == TRAIN_STEPS
     # The checkpoint it resumed from is evaluated too: no stopping point goes unrecorded.
-    assert [r["global_step"] for r in evaluation.read_eval_results(output_dir)] == [killed_at, TRAIN_STEPS]
+    assert [r["global_step"] for r in eval_records.read_eval_results(output_dir)] == [killed_at, TRAIN_STEPS]
     assert os.path.isdir(os.path.join(output_dir, "export", "image_classifier", str(TRAIN_STEPS)))

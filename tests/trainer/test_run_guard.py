@@ -15,8 +15,10 @@ import pytest
 import tensorflow as tf
 
 from tests.trainer.conftest import TINY_FLAGS, as_argv
-from trainer.settings import chain, table
-from trainer.estimator import evaluation, loop
+from trainer.settings import table
+from trainer.run import eval_records
+from trainer import chain
+from trainer.estimator import loop
 
 
 def run_task(*argv, timeout=300):
@@ -91,13 +93,13 @@ def test_one_trainer_per_output_dir_and_a_killed_one_does_not_block(tiny_dataset
         line = error_line(second)
         assert line.startswith(f"error: output_dir='{out}' is in use by another trainer")
         assert f"pid {first.pid} on " in line and holder in line
-        assert not (out / evaluation.RESULTS_FILE).exists()
+        assert not (out / eval_records.RESULTS_FILE).exists()
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait()
     third = run_task(*argv)
     assert third.returncode == 0, third.stderr[-3000:]
-    assert (out / evaluation.RESULTS_FILE).read_text().count("\n") == 2  # steps 2 and 4, once each
+    assert (out / eval_records.RESULTS_FILE).read_text().count("\n") == 2  # steps 2 and 4, once each
 
 
 def rewrite_records(path, keep):

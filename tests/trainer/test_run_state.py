@@ -17,8 +17,7 @@ import pytest
 
 from tests.conftest import write_dataset
 from tests.trainer.conftest import TINY_FLAGS, as_argv
-from trainer.estimator import evaluation
-from trainer.run import checkpoints
+from trainer.run import checkpoints, eval_records
 
 TRAIN_STEPS = 4
 
@@ -68,7 +67,7 @@ def test_a_lost_state_file_resumes_from_the_newest_checkpoint_and_says_so(run_co
     assert (f"{out}/checkpoint is missing: resuming from model.ckpt-4 (step 4), the newest checkpoint "
             f"here, checked to restore") in result.stderr
     assert checkpoints.latest_checkpoint(str(out))[1] == 6
-    steps = [r["global_step"] for r in evaluation.read_eval_results(str(out))]
+    steps = [r["global_step"] for r in eval_records.read_eval_results(str(out))]
     assert steps == [2, 4, 6]  # one history: no second training from step 0
 
 
@@ -120,22 +119,35 @@ def test_a_state_naming_deleted_files_falls_back_to_the_newest_intact_one(run_co
 def test_a_moved_run_resumes_and_reports_where_it_is_now(run_copy, tmp_path):
     data, out = run_copy
     # Records written by an older version held absolute paths of the old place.
-    records = evaluation.read_eval_results(str(out))
+    records = eval_records.read_eval_results(str(out))
     for record in records:
         if "best_export" in record:
             record["best_export"] = f"/old/place/run/best_export/image_classifier/{record['global_step']}"
-    (out / evaluation.RESULTS_FILE).write_text("".join(json.dumps(r) + "\n" for r in records))
+    (out / eval_records.RESULTS_FILE).write_text("".join(json.dumps(r) + "\n" for r in records))
     moved = tmp_path / "moved"
     out.rename(moved)
-    result = run_trainer(*argv_for(data, moved, train_steps=6, early_stopping_patience=1,
-                                   early_stopping_metric="loss"))
+    result = run_trainer(*argv_for(data, moved, train_steps=6, early_stopping_patience=1))
     assert result.returncode == 0, result.stderr[-3000:]
     best_line = next(line for line in result.stdout.splitlines() if line.startswith("best export: "))
     assert best_line.startswith(f"best export: {moved}/best_export/image_classifier/")
     assert os.path.isdir(best_line.split(": ", 1)[1])
-    assert "best eval (by loss)" in result.stdout
-    for record in evaluation.read_eval_results(str(moved)):
+    assert "best eval (by accuracy)" in result.stdout
+    for record in eval_records.read_eval_results(str(moved)):
         assert not record.get("best_export", "").startswith(str(moved))  # recorded relative
+
+
+def test_the_closing_best_eval_is_picked_by_the_early_stopping_metric(tmp_path):
+    from trainer.report import summary
+    from trainer.settings import table
+    for record in ({"global_step": 2, "accuracy": 0.9, "loss": 0.5, "best_export": "best_export/m/2"},
+                   {"global_step": 4, "accuracy": 0.8, "loss": 0.3}):
+        eval_records.append_eval_result(str(tmp_path), record)
+    params = dict(table.DEFAULTS, output_dir=str(tmp_path), mode="evaluate")
+    by_loss = summary.summarize_run(dict(params, early_stopping_metric="loss"), None).splitlines()
+    by_accuracy = summary.summarize_run(params, None).splitlines()
+    assert by_loss[1] == "best eval (by loss): step 4: accuracy 0.8000, loss 0.3000"
+    assert by_accuracy[1:3] == ["best eval (by accuracy): step 2: accuracy 0.9000, loss 0.5000",
+                                f"best export: {tmp_path}/best_export/m/2"]
 
 
 @pytest.mark.parametrize("recorded, expected", [
@@ -144,8 +156,8 @@ def test_a_moved_run_resumes_and_reports_where_it_is_now(run_copy, tmp_path):
     ("/home/u/run/export/m/4", "gs://b/run2/export/m/4"),
 ])
 def test_recorded_paths_follow_the_run_to_gs(recorded, expected):
-    assert evaluation.path_in_run("gs://b/run2", recorded) == expected
-    assert evaluation.relative_to_run("gs://b/run2", "gs://b/run2/best_export/m/4") == "best_export/m/4"
+    assert eval_records.path_in_run("gs://b/run2", recorded) == expected
+    assert eval_records.relative_to_run("gs://b/run2", "gs://b/run2/best_export/m/4") == "best_export/m/4"
 
 
 def test_train_mode_refuses_early_stopping_settings(trained, tmp_path):
@@ -159,7 +171,7 @@ def test_train_mode_refuses_early_stopping_settings(trained, tmp_path):
 
 def test_evaluating_on_the_training_files_is_said_loudly(trained, tmp_path, caplog):
     data, _ = trained
-    from trainer.settings import chain
+    from trainer import chain
     params = chain.parse_params(argv_for(data, tmp_path / "out", eval_data_path=f"{data}/train-*"))
     assert params["num_eval_examples"] == 24
     assert f"eval_data_path='{data}/train-*' reads 2 of the training files" in caplog.text

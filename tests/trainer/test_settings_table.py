@@ -132,7 +132,7 @@ def test_the_networks_the_table_names_are_the_ones_nets_builds():
 
 
 def test_more_warmup_images_than_the_eval_split_are_clamped_with_a_line(tiny_argv, caplog):
-    from trainer.settings import chain
+    from trainer import chain
     params = chain.parse_params(tiny_argv + ["--num_warmup_images=50"])
     assert params["num_warmup_images"] == params["num_eval_examples"] == 11
     assert "num_warmup_images=50 is more than the eval split holds" in caplog.text

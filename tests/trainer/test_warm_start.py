@@ -16,8 +16,9 @@ import tensorflow as tf
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from tests.trainer.fine_tune_helpers import write_backbone_weights
 from trainer import nets, task
-from trainer.settings import chain
-from trainer.estimator import loop, model, warm_start
+from trainer import chain
+from trainer.estimator import loop, model
+from trainer.nets import warm_start
 
 ModeKeys = tf.estimator.ModeKeys
 DIGITS = tuple(str(i) for i in range(10))
@@ -110,7 +111,7 @@ def test_a_resumed_run_ignores_warm_start_and_says_so(
     assert f"warm_start_from='{ten_class_checkpoint}' ignored: output_dir already has checkpoints " \
            f"(step 2)" in caplog.text
     # Resumed from its own step-2 weights: model_fn's graph gets no warm-start restores.
-    assert warm_start.init_from_source(None, params) == {}
+    assert model.init_from_source(None, params) == {}
     final = tf.train.load_variable(tf.train.latest_checkpoint(str(out)), "conv0/kernel")
     source = tf.train.load_variable(str(ten_class_checkpoint / "model.ckpt-0"), "conv0/kernel")
     assert 0 < np.abs(final - trained).max() < np.abs(final - source).max()
@@ -163,7 +164,7 @@ def test_keras_weights_warm_start_the_backbone(five_class_data, tmp_path, suffix
     if suffix == ".h5":  # through model_fn's own call, in a graph (model_fn's names)
         with tf.Graph().as_default(), tf.compat.v1.Session() as session:
             network = nets.build_from_params(params)
-            assert len(warm_start.init_from_source(network, params)) == len(network.variables) - 2
+            assert len(model.init_from_source(network, params)) == len(network.variables) - 2
             session.run(tf.compat.v1.global_variables_initializer())
             start = dict(zip([v.name.split(":")[0] for v in network.variables],
                              session.run(network.variables)))

@@ -1,4 +1,4 @@
-"""TPU readiness: the training step compiles under XLA; a dynamic-shaped model is rejected clearly.
+"""TPU readiness: each engine's training step compiles under XLA; a dynamic-shaped model is rejected clearly.
 
     .venv/bin/python -m pytest tests/trainer/test_xla_check.py
 """
@@ -16,19 +16,34 @@ import tensorflow as tf  # noqa: E402
 from tests.trainer.fine_tune_helpers import write_hub_module  # noqa: E402
 from trainer import nets  # noqa: E402
 from trainer.settings import table  # noqa: E402
-from trainer.estimator import xla_check
+from trainer.estimator import xla_check  # noqa: E402
+from trainer.keras import xla_check as keras_xla_check  # noqa: E402
+
+CHECKS = {"estimator": xla_check.check_train_step, "keras": keras_xla_check.check_train_step}
 
 # The reference's training knobs together: each must stay inside the compiled step.
 KNOBS = {"label_smoothing": 0.1, "moving_average_decay": 0.99, "lr_schedule": "step"}
 
 
-@pytest.mark.parametrize("overrides", [
-    {"model": "small_cnn"},
-    {"model": "resnet", "resnet_depth": 8, "resnet_width": 4, "transpose_input": True},
-    {"model": "small_cnn", "use_bfloat16": True, "optimizer": "momentum", **KNOBS},
-], ids=["small_cnn", "resnet_transposed", "small_cnn_bfloat16_momentum_knobs"])
-def test_train_step_compiles_and_runs_under_xla(tiny_params, overrides):
-    losses = xla_check.check_train_step(dict(tiny_params, **overrides), batch_size=4, steps=2)
+@pytest.mark.parametrize("engine, overrides", [
+    ("estimator", {"model": "small_cnn"}),
+    ("estimator", {"model": "resnet", "resnet_depth": 8, "resnet_width": 4, "transpose_input": True}),
+    ("estimator", {"model": "small_cnn", "use_bfloat16": True, "optimizer": "momentum", **KNOBS}),
+    ("keras", {"model": "resnet", "resnet_depth": 8, "resnet_width": 4}),
+    ("keras", {"model": "small_cnn", "use_bfloat16": True, "optimizer": "momentum", **KNOBS}),
+], ids=["small_cnn", "resnet_transposed", "small_cnn_bfloat16_momentum_knobs", "keras_resnet",
+        "keras_small_cnn_bfloat16_momentum_knobs"])
+def test_train_step_compiles_and_runs_under_xla(tiny_params, engine, overrides):
+    losses = CHECKS[engine](dict(tiny_params, **overrides), batch_size=4, steps=2)
+    assert len(losses) == 2 and all(loss > 0 for loss in losses)
+
+
+def test_the_keras_step_with_a_backbone_compiles_under_xla(tiny_params, tmp_path):
+    """Two optimizers (--backbone_learning_rate_multiplier) and the averages, in one compiled step."""
+    write_hub_module(tmp_path / "module")
+    params = dict(tiny_params, model="hub", hub_module=str(tmp_path / "module"), freeze_backbone=False,
+                  backbone_learning_rate_multiplier=0.1, **KNOBS)
+    losses = keras_xla_check.check_train_step(params, batch_size=2, steps=2)
     assert len(losses) == 2 and all(loss > 0 for loss in losses)
 
 
@@ -68,7 +83,8 @@ def build_dynamic_cnn(num_classes, image_size, dtype, keep_threshold):
         lambda t: tf.pad(t, [[0, 4 - tf.shape(t)[0]], [0, 0]]), name="pad_back")(logits))
 
 
-def test_dynamic_shaped_model_fails_with_the_op_named(tiny_params, monkeypatch):
+@pytest.mark.parametrize("engine", ["estimator", "keras"])
+def test_dynamic_shaped_model_fails_with_the_op_named(tiny_params, monkeypatch, engine):
     monkeypatch.setitem(table.NETWORKS, "dynamic_cnn", table.Network(()))
     monkeypatch.setitem(nets.BUILDERS, "dynamic_cnn",
                         lambda num_classes, image_size, dtype, **_: build_dynamic_cnn(
@@ -76,10 +92,11 @@ def test_dynamic_shaped_model_fails_with_the_op_named(tiny_params, monkeypatch):
     with pytest.raises(xla_check.XlaCheckError,
                        match=r"model='dynamic_cnn': the training step has \d+ tensor\(s\) without a "
                              r"static shape.*keep_bright/boolean_mask"):
-        xla_check.check_train_step(dict(tiny_params, model="dynamic_cnn"), batch_size=4)
+        CHECKS[engine](dict(tiny_params, model="dynamic_cnn"), batch_size=4)
 
 
-def test_an_op_xla_cannot_compile_fails_with_xla_message(tiny_params, monkeypatch):
+@pytest.mark.parametrize("engine", ["estimator", "keras"])
+def test_an_op_xla_cannot_compile_fails_with_xla_message(tiny_params, monkeypatch, engine):
     def build_string_cnn(num_classes, image_size, dtype, **_):
         images = tf.keras.Input([image_size, image_size, 3], name="images")
         # Formats every pixel as text and back: static shapes, but no XLA kernel.
@@ -91,4 +108,4 @@ def test_an_op_xla_cannot_compile_fails_with_xla_message(tiny_params, monkeypatc
     monkeypatch.setitem(nets.BUILDERS, "string_cnn", build_string_cnn)
     with pytest.raises(xla_check.XlaCheckError,
                        match=r"model='string_cnn': XLA cannot compile the training step: .*AsString"):
-        xla_check.check_train_step(dict(tiny_params, model="string_cnn"), batch_size=4)
+        CHECKS[engine](dict(tiny_params, model="string_cnn"), batch_size=4)

@@ -1,1 +1,1 @@
-"""Cluster and TPU plumbing: TF_CONFIG roles, hyperparameter-tuning trials."""
+"""Cluster and cloud plumbing below the engines: TF_CONFIG, hyperparameter-tuning trials."""

@@ -15,8 +15,8 @@ import sys
 import tensorflow as tf
 
 from common.dataset_files import DatasetError
-from trainer.data import byo_records, input as input_lib
-from trainer.settings import dataset_info, table
+from trainer.data import byo_records, dataset_info, input as input_lib
+from trainer.settings import table
 
 RERUN = "re-run preprocessing (into a fresh output directory) and train again"
 RECOUNT = "correct --num_eval_examples, or leave it unset to count them"

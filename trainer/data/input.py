@@ -8,7 +8,8 @@ input_fn yields (features, labels), every shape static:
                       bfloat16 if use_bfloat16. Values in [-1, 1] (image_ops).
   features["weight"]  float32 [B]: 1.0 for a real example, 0.0 for eval padding.
   labels              int32 [B], 0-based (common/record_schema.py).
-B is params["batch_size"], the per-core (PER_HOST_V2) batch TPUEstimator passes.
+B is params["batch_size"]: the per-core (PER_HOST_V2) batch TPUEstimator passes, or the
+global batch the Keras engine's strategy splits across its replicas.
 
 params keys read here (defaults live in trainer/settings/table.py, nowhere else):
   num_classes      int: from labels.txt (or --num_classes); every label is checked to be below it.
@@ -37,13 +38,15 @@ import tensorflow as tf
 from common import dataset_files, image_ops, record_schema
 from trainer.settings import checks
 
-ModeKeys = tf.estimator.ModeKeys
+# The modes input_fn serves: the values of tf.estimator.ModeKeys, which the Estimator engine
+# passes, as plain strings, so that this module runs where tf.estimator does not exist.
+TRAIN, EVAL, PREDICT = "train", "eval", "infer"
 AUTOTUNE = tf.data.AUTOTUNE
 # Images of a training batch decoded at once (tf.map_fn's parallel_iterations);
 # 4-64 measured alike by bench/bench_input.py on 2 cores, on digits and photos.
 DECODE_PARALLELISM = 16
 # Starts the message of a data check that fails inside the graph: the loop turns an
-# error carrying it into one line naming the files (trainer/estimator/loop.py, run).
+# error carrying it into one line naming the files (trainer/run/driver.py, run).
 DATA_ERROR_MARK = "DATA ERROR:"
 
 
@@ -304,12 +307,13 @@ def make_input_fn(file_pattern, mode, num_examples=None):
     """Returns input_fn(params) -> tf.data.Dataset of (features, labels) for mode.
 
     file_pattern: a glob of TFRecord files (common/record_schema.py schema).
-    mode: a tf.estimator.ModeKeys value; EVAL and PREDICT share the eval path.
+    mode: TRAIN, EVAL or PREDICT (tf.estimator.ModeKeys' values); EVAL and PREDICT share
+      the eval path.
     num_examples: records matching file_pattern (metadata.json's split size);
       EVAL counts the records itself when it is None.
     """
     files = list_files(file_pattern)
-    is_training = mode == ModeKeys.TRAIN
+    is_training = mode == TRAIN
     if not is_training and num_examples is None:
         num_examples = count_records(files)
 

@@ -11,29 +11,25 @@ changes; the eval cross_entropy metric stays the plain one), lr_schedule
 moving average of the weights, kept beside them and restored in their place for
 evaluation, prediction and export). Networks with a backbone (trainer/nets)
 train it at learning_rate x backbone_learning_rate_multiplier, or not at all
-with freeze_backbone; a fresh run can start from another's weights (trainer/estimator/warm_start.py).
+with freeze_backbone; a fresh run can start from another's weights (trainer/nets/warm_start.py).
+The loss, the learning rate, what the average covers and the serving outputs are
+defined once for both engines (trainer/objective/, trainer/export/contract.py);
+what is TPUEstimator's own stays here: the spec per mode, CrossShardOptimizer,
+metric_fn, host_call and the scaffold that restores the averages.
 
     .venv/bin/python -m pytest tests/trainer/test_model_fn.py
 """
-import math
-
 import tensorflow as tf
 
 from common import signature
 from trainer import nets
-from trainer.estimator import warm_start
+from trainer.export import contract
+from trainer.nets import warm_start
+from trainer.objective import averages, loss as loss_lib, metrics as metrics_lib, schedule
+from trainer.objective.metrics import CONFUSION_MATRIX_METRIC, batch_accuracy, effective_top_k
 
 ModeKeys = tf.estimator.ModeKeys
 TPUEstimatorSpec = tf.compat.v1.estimator.tpu.TPUEstimatorSpec
-# lr_schedule "step": the reference ResNet's x0.1 at epochs 30, 60 and 80 of 90,
-# here as fractions of train_steps.
-STEP_DECAY_FRACTIONS = (30 / 90, 60 / 90, 80 / 90)
-STEP_DECAY_FACTOR = 0.1
-# The eval metric whose value is the [C, C] confusion matrix (trainer/estimator/evaluation.py takes it
-# out of the results and draws it for TensorBoard: trainer/report/eval_pictures.py). Not the image's
-# tag: Estimator also writes this value, as a tensor summary, and TensorBoard keeps the first
-# kind it sees for a tag, which would hide the image.
-CONFUSION_MATRIX_METRIC = "confusion_matrix_counts"
 
 
 def model_fn(features, labels, mode, params):
@@ -52,16 +48,28 @@ def model_fn(features, labels, mode, params):
         metric_fn = make_metric_fn(params["num_classes"], params["top_k"])
         return TPUEstimatorSpec(mode, loss=loss, eval_metrics=(metric_fn, [labels, logits, weights]),
                                 scaffold_fn=make_ema_scaffold_fn(network, params))
-    warm_start.init_from_source(network, params)  # before the EMA copies the initial values
+    init_from_source(network, params)  # before the EMA copies the initial values
     accuracy = batch_accuracy(labels, logits, weights)
     return make_train_spec(loss, network, images, params, accuracy)
 
 
-def batch_accuracy(labels, logits, weights):
-    """Training accuracy of this batch (weighted), a scalar for TensorBoard."""
-    correct = tf.cast(tf.equal(tf.argmax(logits, axis=1, output_type=tf.int32),
-                               tf.cast(labels, tf.int32)), tf.float32)
-    return tf.reduce_sum(correct * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
+def init_from_source(network, params):
+    """In model_fn (TRAIN): the network's variables start from the warm-start source, unless
+    warm start is off or output_dir already has a checkpoint. Returns the map used.
+
+    tf.compat.v1.train.init_from_checkpoint inside tf.init_scope(): the variables'
+    initializers become restores from the source, created outside the TPU computation
+    (restore ops cannot run on a TPU, the reason TPUEstimator's docs send
+    init_from_checkpoint to the host), and the Estimator's own checkpoint restore still
+    wins whenever output_dir has one.
+    """
+    if not params["warm_start_from"] or not warm_start.is_fresh(params):
+        return {}
+    checkpoint = warm_start.source_checkpoint(params)
+    with tf.init_scope():  # restore ops outside the TPU/XLA computation, as the variables
+        mapping = warm_start.assignment_map(checkpoint, network.variables, params)
+        tf.compat.v1.train.init_from_checkpoint(checkpoint, mapping)
+    return mapping
 
 
 def add_input_summaries(images, accuracy, learning_rate):
@@ -81,29 +89,11 @@ def untranspose_images(images, params):
 
 
 def compute_loss(labels, logits, weights, network, params):
-    """Weighted mean cross entropy over real rows plus L2 weight decay on kernels.
-
-    SUM_BY_NONZERO_WEIGHTS divides by the number of real rows, not the batch
-    size, so a padded eval batch is not diluted by its padding. With
-    label_smoothing s the target puts 1 - s + s/C on the label and s/C elsewhere.
-    """
-    reduction = tf.compat.v1.losses.Reduction.SUM_BY_NONZERO_WEIGHTS
-    if params["label_smoothing"]:
-        cross_entropy = tf.compat.v1.losses.softmax_cross_entropy(
-            tf.one_hot(labels, params["num_classes"]), logits, weights=weights,
-            label_smoothing=params["label_smoothing"], reduction=reduction)
-    else:  # the sparse form: no [B, C] one-hot tensor
-        cross_entropy = tf.compat.v1.losses.sparse_softmax_cross_entropy(
-            labels=labels, logits=logits, weights=weights, reduction=reduction)
-    kernels = [v for v in network.trainable_variables if "kernel" in v.name]
-    l2 = tf.add_n([tf.nn.l2_loss(v) for v in kernels])
-    return cross_entropy + params["weight_decay"] * l2
-
-
-def effective_top_k(num_classes, top_k):
-    """k for the top-k metric: below the class count (top-C accuracy is always 1), or None."""
-    k = min(top_k, num_classes - 1)
-    return k if k >= 2 else None
+    """trainer/objective/loss.py's loss; its data term also goes to the LOSSES collection,
+    where the progress line (trainer/run/progress.py) reads it."""
+    total, cross_entropy = loss_lib.compute_loss(labels, logits, weights, network, params)
+    tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.LOSSES, cross_entropy)
+    return total
 
 
 def make_metric_fn(num_classes, top_k):
@@ -123,7 +113,7 @@ def make_metric_fn(num_classes, top_k):
         }
         if k:
             in_top_k = tf.cast(tf.math.in_top_k(labels, logits, k), tf.float32)
-            metrics[f"top_{k}_accuracy"] = tf.compat.v1.metrics.mean(in_top_k, weights=weights)
+            metrics[metrics_lib.top_k_name(k)] = tf.compat.v1.metrics.mean(in_top_k, weights=weights)
         metrics[CONFUSION_MATRIX_METRIC] = streaming_confusion_matrix(
             labels, predictions, weights, num_classes)
         return metrics
@@ -140,38 +130,6 @@ def streaming_confusion_matrix(labels, predictions, weights, num_classes):
         tf.reshape(labels, [-1]), tf.reshape(predictions, [-1]), num_classes,
         weights=tf.cast(tf.reshape(weights, [-1]), tf.float64), dtype=tf.float64)
     return tf.convert_to_tensor(total), total.assign_add(batch)
-
-
-def learning_rate_schedule(global_step, params):
-    """Linear warmup to the batch-scaled rate, then params["lr_schedule"]'s decay.
-
-    The scaled rate is learning_rate * train_batch_size / learning_rate_batch_size
-    (Goyal et al. 2017, the rule the TPU references follow); the warmup is the
-    reference ResNet's (linear from 0), over warmup_steps.
-    """
-    peak = params["learning_rate"] * params["train_batch_size"] / params["learning_rate_batch_size"]
-    step = tf.cast(global_step, tf.float32)
-    warmup = float(params["warmup_steps"])
-    decay = {"cosine": cosine_decay, "step": step_decay}[params["lr_schedule"]]
-    decayed = decay(peak, step, params)
-    if params["warmup_steps"] == 0:
-        return decayed
-    return tf.where(step < warmup, peak * step / warmup, decayed)
-
-
-def cosine_decay(peak, step, params):
-    """peak at the end of the warmup, falling along a half cosine to 0 at train_steps."""
-    warmup = float(params["warmup_steps"])
-    decay_steps = float(max(params["train_steps"] - params["warmup_steps"], 1))
-    progress = tf.clip_by_value((step - warmup) / decay_steps, 0.0, 1.0)
-    return peak * 0.5 * (1.0 + tf.cos(math.pi * progress))
-
-
-def step_decay(peak, step, params):
-    """peak, times STEP_DECAY_FACTOR at each of STEP_DECAY_FRACTIONS of train_steps."""
-    passed = tf.add_n([tf.cast(step >= fraction * params["train_steps"], tf.float32)
-                       for fraction in STEP_DECAY_FRACTIONS])
-    return peak * tf.pow(STEP_DECAY_FACTOR, passed)
 
 
 def make_optimizer(learning_rate, params):
@@ -208,23 +166,13 @@ def minimize(loss, network, learning_rate, global_step, params):
                     backbone_optimizer.apply_gradients(body))
 
 
-def averaged_variables(network, params):
-    """What the moving average covers: the trained variables and the batch-norm
-    statistics that training updates (the reference ResNet's choice)."""
-    variables = list(network.trainable_variables)
-    if not params["freeze_backbone"]:  # a frozen backbone's statistics never change
-        variables += [v for v in network.non_trainable_variables
-                      if "moving_mean" in v.name or "moving_variance" in v.name]
-    return variables
-
-
 def make_ema_scaffold_fn(network, params):
     """scaffold_fn whose Saver restores the moving averages into the network's own
     variables (eval, predict, export), or None when moving_average_decay is 0."""
     if not params["moving_average_decay"]:
         return None
     ema = tf.compat.v1.train.ExponentialMovingAverage(params["moving_average_decay"])
-    restore = ema.variables_to_restore(averaged_variables(network, params))
+    restore = ema.variables_to_restore(averages.averaged_variables(network, params))
 
     def scaffold_fn():
         return tf.compat.v1.train.Scaffold(saver=tf.compat.v1.train.Saver(restore, sharded=True))
@@ -242,13 +190,13 @@ def update_moving_averages(train_op, network, global_step, params):
     ema = tf.compat.v1.train.ExponentialMovingAverage(
         params["moving_average_decay"], num_updates=global_step)
     with tf.control_dependencies([train_op]):
-        return ema.apply(averaged_variables(network, params))
+        return ema.apply(averages.averaged_variables(network, params))
 
 
 def make_train_spec(loss, network, images, params, accuracy):
     """The TRAIN spec: one optimizer step that also updates batch-norm statistics."""
     global_step = tf.compat.v1.train.get_or_create_global_step()
-    learning_rate = learning_rate_schedule(global_step, params)
+    learning_rate = schedule.learning_rate_schedule(global_step, params)
     # Keras layers in graph mode keep their moving-average updates on the model,
     # not in tf.GraphKeys.UPDATE_OPS: without this, eval would use untrained BN stats.
     with tf.control_dependencies(network.get_updates_for(images)):
@@ -291,16 +239,13 @@ def make_predict_spec(logits, features, params, scaffold_fn=None):
 
     scaffold_fn: make_ema_scaffold_fn's, so that predictions and exports use the averaged weights.
     """
-    predictions = {
-        signature.OUTPUT_PROBABILITIES: tf.nn.softmax(logits),      # [B, C] float32
-        signature.OUTPUT_CLASS_IDS: tf.argmax(logits, axis=1),      # [B] int64
-    }
+    predictions = contract.probabilities_and_ids(logits)  # float32 [B, C], int64 [B]
     if "index" in features:  # batch prediction (trainer/estimator/predict.py): -1 marks a padding row
         predictions["index"] = features["index"]                # [B] int32
     if params["use_tpu"]:  # strings cannot live on the TPU; the host maps ids to names
         return TPUEstimatorSpec(ModeKeys.PREDICT, predictions=predictions, scaffold_fn=scaffold_fn)
-    labels = tf.constant(params["labels"], tf.string, name=signature.LABELS_CONSTANT)
-    predictions[signature.OUTPUT_CLASSES] = tf.gather(labels, predictions[signature.OUTPUT_CLASS_IDS])
+    predictions[signature.OUTPUT_CLASSES] = contract.class_names(
+        predictions[signature.OUTPUT_CLASS_IDS], params["labels"])
     if signature.INPUT_KEY in features:
         predictions[signature.OUTPUT_KEY] = features[signature.INPUT_KEY]
     return TPUEstimatorSpec(ModeKeys.PREDICT, predictions=predictions, scaffold_fn=scaffold_fn,
@@ -308,10 +253,7 @@ def make_predict_spec(logits, features, params, scaffold_fn=None):
 
 
 def make_export_outputs(predictions):
-    """One PredictOutput per contract signature; trainer/estimator/export.py picks the inputs of each."""
-    unkeyed = {k: v for k, v in predictions.items() if k != signature.OUTPUT_KEY}
-    outputs = {signature.SIGNATURE_DEFAULT: tf.estimator.export.PredictOutput(unkeyed),
-               signature.SIGNATURE_PREDICT: tf.estimator.export.PredictOutput(unkeyed)}
-    if signature.OUTPUT_KEY in predictions:
-        outputs[signature.SIGNATURE_KEYED] = tf.estimator.export.PredictOutput(predictions)
-    return outputs
+    """One PredictOutput per contract signature (trainer/export/contract.py); trainer/estimator/export.py
+    picks the inputs of each."""
+    return {name: tf.estimator.export.PredictOutput(outputs)
+            for name, outputs in contract.signature_outputs(predictions).items()}

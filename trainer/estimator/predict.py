@@ -1,31 +1,21 @@
-"""Batch prediction with TPUEstimator.predict: `python -m trainer.task --mode predict`.
+"""Batch prediction with TPUEstimator.predict: the Estimator engine's predict_fn for --mode predict.
 
-Reads a CSV of image URIs ('uri[,label]', the pipeline's format) or a TFRecord
-glob (common/prediction_inputs.py), checks every image with serving's decoder in
-Python first, then classifies the usable ones with TPUEstimator.predict and
-the evaluation image path (common/image_ops.preprocess_for_eval). Batches
-have static shapes: the last one is padded with index -1 rows, which are
-dropped, so every input gets exactly one output record (an error record for
-an unreadable or corrupt image). --predict_export_dir classifies with a named
-export instead of the latest checkpoint of --output_dir.
+trainer/run/predictions.py reads the inputs, checks every image and writes the
+records; here the usable images are classified with TPUEstimator.predict and the
+evaluation image path (common/image_ops.preprocess_for_eval). Batches have static
+shapes: the last one is padded with index -1 rows, which are dropped, so every
+image gets exactly one row.
 
     .venv/bin/python -m trainer.task --mode predict --output_dir work/demo/run \\
         --predict_input work/demo/images/eval.csv [--predict_format csv] [--use_tpu ...]
 """
-import json
-import logging
-import os
-
 import numpy as np
 import tensorflow as tf
 
-from common import export_predictor, prediction_inputs, prediction_records, signature
-from common import image_ops
+from common import image_ops, signature
 from trainer.data import input as input_lib
-from common.chunks import split_into_chunks
 
 INDEX_KEY = "index"  # int32 [B] feature and prediction: input position, -1 for padding
-PREDICTIONS_SUBDIR = "predictions"
 
 
 def padded_count(num_images, params):
@@ -76,71 +66,3 @@ def predict_with_estimator(estimator, jpegs, checkpoint_path):
     if sorted(rows) != list(range(len(jpegs))):
         raise RuntimeError(f"predict returned {len(rows)} of {len(jpegs)} images")
     return np.stack([rows[i] for i in range(len(jpegs))])
-
-
-def load_predictor(params, checkpoint_path):
-    """The named export (loaded once), or None to predict from checkpoint_path."""
-    if params["predict_export_dir"]:
-        export_dir, version = export_predictor.resolve_export_dir(params["predict_export_dir"])
-        logging.getLogger(__name__).info("Predicting with version %s of %s", version,
-                                         params["predict_export_dir"])
-        return export_predictor.load_export(export_dir)
-    if checkpoint_path is None:
-        raise FileNotFoundError(f"output_dir={params['output_dir']!r} has no checkpoint to predict "
-                                f"with; train first or pass --predict_export_dir")
-    return None
-
-
-def predict_probabilities(estimator, params, checkpoint_path, export, jpegs):
-    """Probabilities and class names from the loaded export, or from the checkpoint."""
-    if export is not None:
-        probabilities = export_predictor.predict_in_batches(
-            export, jpegs, params["predict_batch_size"])
-        return probabilities, export.labels
-    return predict_with_estimator(estimator, jpegs, checkpoint_path), params["labels"]
-
-
-def make_records(images, probabilities, labels, top_k):
-    """One record per input, in input order: a prediction or an error."""
-    rows = iter(probabilities if probabilities is not None else [])
-    records = []
-    for image in images:
-        if image.error:
-            records.append(prediction_records.make_error_record(image.uri, *image.error,
-                                                                label=image.label))
-        else:
-            records.append(prediction_records.make_prediction_record(
-                image.uri, next(rows), labels, top_k, label=image.label))
-    return records
-
-
-def output_dir_of(params):
-    return params["predict_output_dir"] or os.path.join(params["output_dir"], PREDICTIONS_SUBDIR)
-
-
-def run_predict(estimator, params, checkpoint_path):
-    """Classifies params["predict_input"]; writes the records; returns the summary dict.
-
-    Images are read, checked and classified predict_chunk_images at a time:
-    host memory and the graph (whose image constants must stay under 2 GB)
-    hold one chunk, however long the input. Only the small records accumulate.
-    """
-    export = load_predictor(params, checkpoint_path)
-    records = []
-    images_in = prediction_inputs.read_inputs(params["predict_input"])
-    for images in split_into_chunks(images_in, params["predict_chunk_images"]):
-        jpegs = [image.jpeg for image in images if not image.error]
-        logging.info("Predicting %d images (%d unusable; %d done) from %s", len(jpegs),
-                     len(images) - len(jpegs), len(records),
-                     params["predict_export_dir"] or checkpoint_path)
-        probabilities, labels = predict_probabilities(estimator, params, checkpoint_path,
-                                                      export, jpegs)
-        records += make_records(images, probabilities, labels, params["top_k"])
-    output_dir = output_dir_of(params)
-    summary = prediction_records.write_records(
-        records, output_dir, params["predict_format"], params["predict_records_per_shard"],
-        class_names=export.labels if export is not None else params["labels"])
-    summary["output_dir"] = output_dir
-    logging.info("Prediction summary: %s", json.dumps(summary, sort_keys=True))
-    print(json.dumps(summary, sort_keys=True), flush=True)
-    return summary

@@ -1,6 +1,6 @@
 """What the report page shows, read from a run directory: curves, the export, its eval predictions.
 
-The curves come from OUT/eval_results.jsonl (trainer/estimator/loop.py) and from the
+The curves come from OUT/eval_results.jsonl (trainer/run/eval_records.py) and from the
 training scalars in OUT's own TensorBoard event files; the confusion matrix
 and the misclassified images come from running the best export's serving
 signature (common/export_predictor.py) on the eval TFRecords, so the page shows
@@ -19,8 +19,9 @@ import tensorflow as tf
 
 from common import chunks, export_predictor, record_schema, signature
 from common.user_errors import UserError
-from trainer.settings import chain, table
-from trainer.estimator import evaluation, loop
+from trainer.settings import table
+from trainer.run import eval_records
+from trainer import chain
 
 PREDICT_BATCH = 256  # images per call of the serving signature: bounded memory, few calls
 
@@ -173,7 +174,7 @@ def main(argv):
     output_dir = argv[1]
     params = read_run_params(output_dir)
     print("export:", find_export(output_dir, serving_model_name(params)))
-    print("eval records:", [r.get("global_step") for r in evaluation.read_eval_results(output_dir)])
+    print("eval records:", [r.get("global_step") for r in eval_records.read_eval_results(output_dir)])
     print("training scalars:", {tag: len(v) for tag, v in read_training_scalars(output_dir).items()})
     print("eval files:", eval_files(params.get("eval_data_path")))
 

@@ -15,7 +15,7 @@ import pathlib
 import tensorflow as tf
 
 from common import export_predictor
-from trainer.estimator import evaluation as run_evaluation
+from trainer.run import eval_records
 from trainer.report import data as report_data, html as report_html, metrics as report_metrics
 
 _LOGGER = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ def build_page(output_dir, eval_pattern, max_images):
     return report_html.Page(
         output_dir=output_dir, export_dir=export_dir, export_step=step, export_kind=kind,
         eval_pattern=eval_pattern, labels=export.labels,
-        eval_results=run_evaluation.read_eval_results(output_dir),
+        eval_results=eval_records.read_eval_results(output_dir),
         training_scalars=report_data.read_training_scalars(output_dir),
         matrix=matrix, mistakes=evaluation.mistakes, num_mistakes=evaluation.num_mistakes)
 

@@ -19,6 +19,13 @@ check_run_state, which looks at the checkpoint files themselves:
 Every path it returns or writes is relative to, or joined onto, the directory as it is
 now, so a moved or downloaded run (local or gs://) resumes where it is.
 
+Both engines name their checkpoints OUT/model.ckpt-<step> and keep the same state file,
+so everything here holds for either. Their contents differ: the Estimator engine's
+hold variables by graph name ("dense/kernel", "global_step"), the Keras engine's are
+object-based (tf.train.Checkpoint) and keep the network's variables by the same names
+under NETWORK ("network/dense.Skernel/.ATTRIBUTES/VARIABLE_VALUE"); variables_by_name
+reads either the same way (warm start, export).
+
     .venv/bin/python -m trainer.run.checkpoints OUT     # what OUT holds, and what a run would do
 """
 import logging
@@ -31,12 +38,16 @@ import tensorflow as tf
 from common.user_errors import UserError
 
 STATE_FILE = "checkpoint"  # TensorFlow's checkpoint state (a text proto)
+CHECKPOINT_NAME = "model.ckpt"  # OUT/model.ckpt-<step>: Estimator's name, which the Keras engine keeps
 CHECKPOINT_INDEX = re.compile(r"^model\.ckpt-(\d+)\.index$")
 CHECKPOINT_PIECE = re.compile(r"^model\.ckpt-\d+\.(index|meta|data-\d+-of-\d+)$")
 # One line of the state file's text proto (tensorflow/python/training/checkpoint_state.proto).
 STATE_LINE = re.compile(r'^(?P<key>model_checkpoint_path|all_model_checkpoint_paths|'
                         r'all_model_checkpoint_timestamps|last_preserved_timestamp): '
                         r'(?P<value>"(?:[^"\\]|\\.)*"|[-+\d.eE]+)$')
+# The Keras engine's checkpoints (trainer/keras/checkpoint.py): the network's variables by name.
+NETWORK = "network"
+OBJECT_VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"  # tf.train.Checkpoint's suffix of a variable's key
 _LOGGER = logging.getLogger(__name__)
 
 
@@ -192,8 +203,48 @@ def latest_checkpoint(output_dir):
     prefix = os.path.join(output_dir, named)
     if not tf.io.gfile.exists(prefix + ".index"):
         return None, 0
-    match = re.match(r"^model\.ckpt-(\d+)$", named)
-    return prefix, int(match[1]) if match else int(tf.train.load_variable(prefix, "global_step"))
+    return prefix, step_of(prefix)
+
+
+def step_of(prefix):
+    """The global step of the checkpoint at prefix: its model.ckpt-<step> name, else its global_step.
+    NotFoundError when it is gone (keep_checkpoint_max deleted it meanwhile)."""
+    if not tf.io.gfile.exists(prefix + ".index"):
+        raise tf.errors.NotFoundError(None, None, f"checkpoint {prefix} is gone")
+    match = re.match(r"^model\.ckpt-(\d+)$", os.path.basename(prefix))
+    return int(match[1]) if match else int(tf.train.load_variable(prefix, "global_step"))
+
+
+def variable_name(variable):
+    """A variable's name without the ':0' ('dense/kernel'); Keras 3 keeps it as .path."""
+    return getattr(variable, "path", None) or variable.name.split(":")[0]
+
+
+def escape_name(name):
+    """tf.train.Checkpoint's escaping of a dependency name ('.' -> '..', '/' -> '.S')."""
+    return name.replace(".", "..").replace("/", ".S")
+
+
+def unescape_name(escaped):
+    return re.sub(r"\.(.)", lambda m: "/" if m[1] == "S" else m[1], escaped)
+
+
+def network_key(name):
+    """The key of network variable `name` in a Keras engine checkpoint."""
+    return f"{NETWORK}/{escape_name(name)}{OBJECT_VALUE}"
+
+
+def variables_by_name(prefix):
+    """{variable name: (key in the checkpoint, shape)} of a checkpoint of either engine."""
+    found = {}
+    for key, shape in tf.train.list_variables(prefix):
+        if key.endswith(OBJECT_VALUE):
+            if not key.startswith(NETWORK + "/"):
+                continue  # the Keras engine's optimizer and step: not the network's
+            found[unescape_name(key[len(NETWORK) + 1:-len(OBJECT_VALUE)])] = (key, shape)
+        elif key != "_CHECKPOINTABLE_OBJECT_GRAPH":
+            found[key] = (key, shape)
+    return found
 
 
 def main(argv):

@@ -1,7 +1,7 @@
 """A lease on one gs:// object: at most one live holder, renewed while held, taken over once expired.
 
 flock(2) needs a local file system, so on gs:// the trainer's lock (trainer/run/output_lock.py)
-and the eval-results lock (trainer/estimator/evaluation.py) are leases: one small object, e.g.
+and the eval-results lock (trainer/run/evaluations.py) are leases: one small object, e.g.
 gs://B/OUT/trainer.lock, whose JSON body names its holder (pid, host, since) and the time
 its lease expires. Every write is conditional on the object's generation, so two processes
 never both hold it:

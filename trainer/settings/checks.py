@@ -110,7 +110,11 @@ def relation_problems(params, sources):
         problems.append(f"{named(typed_early_stopping[0])} needs evaluations, and mode='train' "
                         f"({sources.get('mode', 'default')}) does not evaluate: use --mode "
                         f"train_and_eval (a continuous_eval job beside it does not stop it)")
-    if params["use_tpu"]:
+    if params["engine"] == "keras" and params["transpose_input"]:
+        problems.append(f"{named('transpose_input')} is TPUEstimator's batch-last infeed; "
+                        f"{named('engine')} feeds batch-first (TPUStrategy splits batches along "
+                        f"their first dimension)")
+    if params["use_tpu"] and params["engine"] == "estimator":
         problems += [f"{named(key)} must be divisible by {named('num_cores')}: each TPU core gets an "
                      f"equal share" for key in ("train_batch_size", "eval_batch_size", "predict_batch_size")
                      if params[key] % params["num_cores"]]

@@ -2,7 +2,7 @@
 
 A setting's name, type (from its default), default, allowed values, one-line help and
 reason live in one `Setting(...)` below. The flags and `--help` (trainer/settings/flags.py),
-the `--config` file keys and the saved `OUT/params.json` (trainer/settings/chain.py) and
+the `--config` file keys and the saved `OUT/params.json` (trainer/chain.py) and
 the check of every value (trainer/settings/checks.py) are all made from it; no other
 module restates a default or a range.
 
@@ -150,6 +150,7 @@ NETWORKS = {
     # A TF Hub module takes the momentum as an argument when its __call__ has one (hub_backbone.py).
     "hub": Network(("hub_module",) + BACKBONE_OPTIONS + ("batch_norm_momentum",), has_backbone=True),
 }
+ENGINES = ("estimator", "keras")  # trainer/estimator/, trainer/keras/ (docs/migration.md)
 MODES = ("train_and_eval", "evaluate", "export", "predict", "train", "continuous_eval")
 TRAIN_MODES = ("train_and_eval", "train")  # modes that read the train split
 EVAL_MODES = ("train_and_eval", "evaluate", "continuous_eval")  # modes that read the eval split
@@ -177,17 +178,25 @@ GROUPS = (
           "continuous_eval job evaluates); continuous_eval: evaluate each new checkpoint of a "
           "trainer's output_dir; evaluate/export/predict act on an existing output_dir",
           OneOf(MODES), per_command=True),
+        S("engine", "estimator", "estimator: TPUEstimator (trainer/estimator/); keras: TPUStrategy and "
+          "a Keras model (trainer/keras/), on the same data, settings, run directory and exports",
+          OneOf(ENGINES), identity=True,
+          reason="TPUEstimator ends with TensorFlow 2.15; a run's checkpoints are its engine's"),
     )),
-    ("TPU: off by default, the same TPUEstimator then runs on CPU/GPU", (
-        S("use_tpu", False, "train on a Cloud TPU (TPUEstimator); off: the same code on CPU/GPU"),
+    ("TPU: off by default, the same engine then runs on CPU/GPU", (
+        S("use_tpu", False, "train on a Cloud TPU (TPUEstimator, or TPUStrategy with --engine keras); "
+          "off: the same code on CPU/GPU"),
         S("tpu", None, "TPU name or grpc:// address ('local' on a TPU VM); unset = the resolver's default"),
         S("tpu_zone", None, "GCE zone of the TPU; unset = detected on GCE"),
         S("gcp_project", None, "project of the TPU; unset = detected on GCE"),
-        S("num_cores", 8, "TPU cores every batch is split across", POSITIVE,
+        S("num_cores", 8, "TPU cores every batch is split across (Estimator engine; the Keras engine "
+          "uses the TPU's replica count)", POSITIVE,
           reason="a v2-8/v3-8 has 8 cores"),
-        S("iterations_per_loop", 100, "TPU steps per session.run", POSITIVE,
+        S("iterations_per_loop", 100, "TPU steps per session.run; the Keras engine's steps_per_execution "
+          "(on every device)", POSITIVE,
           reason="fewer host round trips"),
-        S("use_host_call", True, "TPU summaries go through host_call", reason="costs an outfeed per step"),
+        S("use_host_call", True, "TPU summaries go through host_call (Estimator engine)",
+          reason="costs an outfeed per step"),
     )),
     ("Model", (
         S("model", "small_cnn", "small_cnn (the flowers sample's), resnet (CIFAR-style); for photos "
@@ -203,7 +212,7 @@ GROUPS = (
           POSITIVE),
         S("use_bfloat16", False, "TPU: bfloat16 activations (mixed precision)", reason="slow on CPU"),
     )),
-    ("Fine-tuning (trainer/estimator/warm_start.py; the backbone networks)", (
+    ("Fine-tuning (trainer/nets/warm_start.py; the backbone networks)", (
         S("warm_start_from", None, "a fresh run starts from this output dir, checkpoint prefix or Keras "
           ".h5/.weights.h5 backbone weights file (e.g. ImageNet weights); unset = from scratch"),
         S("warm_start_exclude", "^logits/", "regex of variables warm start leaves fresh; '' "
@@ -221,7 +230,8 @@ GROUPS = (
     ("Input (trainer/data/input.py)", (
         S("image_size", 32, "height = width of the network's input, in pixels", Interval(">= 8"),
           identity=True, reason="the demo digits are 32x32; use 224 for photos"),
-        S("transpose_input", False, "TPU: batch-last infeed", reason="faster on TPU; a needless copy on CPU"),
+        S("transpose_input", False, "TPU: batch-last infeed (Estimator engine)",
+          reason="faster on TPU; a needless copy on CPU"),
         S("cache_dataset", True, "keep the records in memory after the first epoch",
           reason="the demo set is a few MB; turn off for data that does not fit RAM"),
         S("random_flip", False, "mirror training images left-right at random",
@@ -285,7 +295,7 @@ GROUPS = (
         S("predict_chunk_images", 4096, "images in memory per predict call", POSITIVE,
           reason="bounds RAM and the 2 GB graph limit"),
     )),
-    ("Evaluation job and early stopping (trainer/estimator/continuous_eval.py, trainer/run/early_stopping.py)", (
+    ("Evaluation job and early stopping (trainer/run/continuous_eval.py, trainer/run/early_stopping.py)", (
         S("eval_timeout_secs", 3600, "continuous_eval exits after this long without a new checkpoint",
           NON_NEGATIVE),
         S("early_stopping_patience", 0, "stop after this many evaluations without improvement; 0 = never",

@@ -4,7 +4,7 @@ Estimator's own CPU/GPU distribution: every task runs the same command, and
 TF_CONFIG (set by AI Platform, or by `gcloud ai-platform local train
 --distributed`) names its role:
 
-  chief (or master)  starts its tf.distribute.Server, runs trainer/estimator/loop.py (train
+  chief (or master)  starts its tf.distribute.Server, runs loop.run (trainer/run/driver.py: train
                      rounds, evaluate, export), then tells every ps it is done.
   worker             starts its server, trains to train_steps, tells every ps.
   ps                 serves variables until the chief and every worker said done,

@@ -1,13 +1,14 @@
 """The closing lines of a trainer command: what it produced, where, and how to look at it.
 
-    .venv/bin/python -m trainer.run.summary OUT      # the summary of an existing run
+    .venv/bin/python -m trainer.report.summary OUT      # the summary of an existing run
 """
 import json
 import sys
 
-from trainer.settings import chain, table
-from trainer.estimator import evaluation
-from trainer.run import early_stopping
+from trainer.settings import table
+
+from trainer import chain
+from trainer.run import early_stopping, eval_records
 
 
 def format_eval(record):
@@ -24,11 +25,11 @@ def summarize_run(params, result):
         return f"predictions: {result['output_dir']} ({json.dumps(result, sort_keys=True)})"
     lines = [f"run: {output_dir} (mode {mode})"]
     metric = params["early_stopping_metric"]
-    best = early_stopping.best_record(evaluation.read_eval_results(output_dir), metric)
+    best = early_stopping.best_record(eval_records.read_eval_results(output_dir), metric)
     if best:
         lines.append(f"best eval (by {metric}): step {best['global_step']}: {format_eval(best)}")
         if best.get("best_export"):
-            lines.append(f"best export: {evaluation.path_in_run(output_dir, best['best_export'])}")
+            lines.append(f"best export: {eval_records.path_in_run(output_dir, best['best_export'])}")
     if mode != "evaluate" and isinstance(result, str):
         lines.append(f"export: {result}")
     lines.append(f"look: tensorboard --logdir {output_dir}")

@@ -3,7 +3,7 @@
 This project's datasets describe themselves (labels.txt and metadata.json beside the
 shards, common/dataset_files.py); records with neither file (tensorflow/tpu's ImageNet
 records) are read by trainer/data/byo_records.py. Runs after every setting has passed
-its check and before anything is written (trainer/settings/chain.py).
+its check and before anything is written (trainer/chain.py).
 
     .venv/bin/python -c "from trainer.settings import dataset_info as d; print(d.read_dataset_info('work/demo/data/train-*')[0])"
 """

@@ -10,7 +10,7 @@ value came from. The result is written to OUT/params.json beside the checkpoints
 the engine, once its run starts) and passed as ``params`` to TPUEstimator;
 model_fn, input_fn and serving_input_fn read nothing else.
 
-    .venv/bin/python -m trainer.settings.chain --train_data_path 'DIR/train-*' \\
+    .venv/bin/python -m trainer.chain --train_data_path 'DIR/train-*' \\
         --eval_data_path 'DIR/eval-*' --output_dir /tmp/out   # print the resolved params
 """
 import json
@@ -23,9 +23,9 @@ import yaml
 
 from common import gcs_probe
 from trainer.cloud import hptuning
-from trainer.data import byo_records
-from trainer.run import checkpoints
-from trainer.settings import checks, dataset_info, flags, table
+from trainer.data import byo_records, dataset_info
+from trainer.run import checkpoints, eval_records
+from trainer.settings import checks, flags, table
 from trainer.settings.checks import ConfigError
 
 # The settings that name files a run reads or writes (output_dir and --config are probed first).
@@ -73,21 +73,11 @@ def read_saved_params(output_dir):
     return saved
 
 
-def write_text_atomically(path, text):
-    """Writes a small file so that readers see the old or the new text, never a partial one.
-
-    Other tasks of a cluster read OUT/params.json while the chief rewrites it.
-    """
-    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-        f.write(text)
-    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
-
-
 def write_params(params):
     """Writes OUT/params.json (sorted keys, so runs diff cleanly); returns its path."""
     tf.io.gfile.makedirs(params["output_dir"])
     path = os.path.join(params["output_dir"], table.PARAMS_FILE)
-    write_text_atomically(path, json.dumps(params, indent=2, sort_keys=True) + "\n")
+    eval_records.write_text_atomically(path, json.dumps(params, indent=2, sort_keys=True) + "\n")
     return path
 
 

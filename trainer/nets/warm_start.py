@@ -17,12 +17,12 @@ variable the source lacks, or has with another shape, stops the run before
 training with one line naming it. Only a fresh output directory is warm
 started; a run that resumes continues from its own checkpoint and says so.
 
-How: model_fn calls init_from_source, which calls
-tf.compat.v1.train.init_from_checkpoint inside tf.init_scope(): the variables'
-initializers become restores from the source, created outside the TPU
-computation (restore ops cannot run on a TPU, the reason TPUEstimator's docs
-send init_from_checkpoint to the host), and the Estimator's own checkpoint
-restore still wins whenever output_dir has one.
+Both engines read the same sources through assignment_map ({name in the source
+checkpoint: variable}): a checkpoint of either engine (trainer/run/checkpoints.py
+reads the Keras engine's by variable name), with the moving averages preferred. The
+Estimator engine turns the map into init_from_checkpoint restores inside model_fn
+(trainer/estimator/model.py init_from_source); the Keras engine assigns the values
+to its network before the first step (trainer/keras/model.py).
 
     .venv/bin/python -m trainer.task ... --output_dir OUT5 --warm_start_from OUT10
     .venv/bin/python -m trainer.task ... --model resnet50 --image_size 224 \\
@@ -36,12 +36,12 @@ import re
 import tensorflow as tf
 
 from trainer import nets
+from trainer.objective.averages import EMA_SUFFIX
 from trainer.run import checkpoints
 from trainer.settings import checks, table
 
 CONVERTED_SUBDIR = "warm_start"     # under output_dir: the converted Keras weights
 CONVERTED_NAME = "keras_weights"    # checkpoint prefix inside it
-EMA_SUFFIX = "/ExponentialMovingAverage"  # tf.train.ExponentialMovingAverage's default name
 
 
 class WarmStartError(checks.ConfigError):
@@ -78,8 +78,10 @@ def prepare(params, step):
         checkpoint = convert_keras_weights(source, params)
     else:
         checkpoint = source_checkpoint(params)
-        with tf.Graph().as_default(), nets.fixed_learning_phase():  # as model_fn builds it
-            assignment_map(checkpoint, nets.build_from_params(params).variables, params)
+        # Built eagerly after clear_session(): its variables are named as each engine names them
+        # (model_fn in a fresh graph, the Keras engine after its own clear_session()).
+        tf.keras.backend.clear_session()
+        assignment_map(checkpoint, nets.build_from_params(params).variables, params)
     logging.info("Warm starting from %s (fresh variables: %r)", checkpoint,
                  params["warm_start_exclude"])
     return checkpoint
@@ -92,7 +94,7 @@ def source_checkpoint(params):
         prefix = converted_prefix(params)
         if not tf.io.gfile.exists(prefix + ".index"):
             raise WarmStartError(f"warm_start_from={source!r}: not converted yet; "
-                                 f"warm_start.prepare(params, 0) writes {prefix} (trainer/estimator/loop.py runs it)")
+                                 f"warm_start.prepare(params, 0) writes {prefix} (trainer/run/rounds.py runs it)")
         return prefix
     if tf.io.gfile.isdir(source):
         check_source_model(source, params)
@@ -119,26 +121,27 @@ def check_source_model(source_dir, params):
 
 
 def variable_name(variable):
-    return variable.name.split(":")[0]
+    """A variable's name as checkpoints of this project record it ('dense/kernel')."""
+    return checkpoints.variable_name(variable)
 
 
 def assignment_map(checkpoint, variables, params):
-    """{name in checkpoint: variable} for every variable not excluded; WarmStartError
+    """{key in checkpoint: variable} for every variable not excluded; WarmStartError
     naming the variables the checkpoint lacks or holds with another shape."""
     exclude = re.compile(params["warm_start_exclude"]) if params["warm_start_exclude"] else None
-    shapes = dict(tf.train.list_variables(checkpoint))
+    stored = checkpoints.variables_by_name(checkpoint)  # {name: (key, shape)}, either engine's
     mapping, missing, reshaped = {}, [], []
     for variable in variables:
         name = variable_name(variable)
         if exclude and exclude.search(name):
             continue
-        source = name + EMA_SUFFIX if name + EMA_SUFFIX in shapes else name
-        if source not in shapes:
+        source = name + EMA_SUFFIX if name + EMA_SUFFIX in stored else name
+        if source not in stored:
             missing.append(name)
-        elif list(shapes[source]) != variable.shape.as_list():
-            reshaped.append(f"{name} {shapes[source]} vs {variable.shape.as_list()}")
+        elif list(stored[source][1]) != variable.shape.as_list():
+            reshaped.append(f"{name} {stored[source][1]} vs {variable.shape.as_list()}")
         else:
-            mapping[source] = variable
+            mapping[stored[source][0]] = variable
     if missing or reshaped:
         raise WarmStartError(describe_mismatch(params, checkpoint, missing, reshaped))
     return mapping
@@ -156,18 +159,6 @@ def describe_mismatch(params, checkpoint, missing, reshaped):
     return (f"warm_start_from={params['warm_start_from']!r} does not fit model={params['model']!r} "
             f"(checkpoint {checkpoint}): {' and '.join(parts)}. Warm start from the same network, "
             f"or widen --warm_start_exclude (now {params['warm_start_exclude']!r})")
-
-
-def init_from_source(network, params):
-    """In model_fn (TRAIN): the network's variables start from the source, unless
-    warm start is off or output_dir already has a checkpoint. Returns the map used."""
-    if not params["warm_start_from"] or not is_fresh(params):
-        return {}
-    checkpoint = source_checkpoint(params)
-    with tf.init_scope():  # restore ops outside the TPU/XLA computation, as the variables
-        mapping = assignment_map(checkpoint, network.variables, params)
-        tf.compat.v1.train.init_from_checkpoint(checkpoint, mapping)
-    return mapping
 
 
 def convert_keras_weights(path, params):

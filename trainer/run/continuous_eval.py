@@ -1,4 +1,4 @@
-"""--mode continuous_eval: an evaluation job that watches OUT and evaluates each new checkpoint.
+"""--mode continuous_eval: an evaluation job that watches OUT and evaluates each new checkpoint, with either engine.
 
 The TPU pattern (tensorflow/tpu ResNet's --mode=eval with checkpoints_iterator): the
 TPU job trains (--mode train: no evaluations of its own), and a CPU machine evaluates
@@ -9,7 +9,7 @@ every checkpoint as it appears, so the TPU never waits for an evaluation:
         --eval_data_path 'DIR/eval-*' [--eval_timeout_secs 3600]                 # beside it
 
 Each checkpoint is evaluated once and recorded in OUT/eval_results.jsonl; the best one
-is exported to OUT/best_export/ (trainer/estimator/evaluation.py, which also makes it safe beside a
+is exported to OUT/best_export/ (trainer/run/evaluations.py, which also makes it safe beside a
 --mode train_and_eval trainer: a step either of them recorded is not recorded again). It
 exits once the trainer's final step (train_steps of OUT/params.json) is evaluated, once
 the trainer stopped early (OUT/early_stopping.json), or after --eval_timeout_secs
@@ -24,8 +24,8 @@ import time
 
 import tensorflow as tf
 
-from trainer.settings import chain
-from trainer.estimator import evaluation
+from trainer import chain
+from trainer.run import checkpoints, eval_records, evaluations, rounds
 
 STAGING_SUBDIR = "continuous_eval"  # OUT/continuous_eval/export_staging: this job's exports
 POLL_SECS = 2  # how often the iterator wakes up to check the exit conditions
@@ -40,9 +40,9 @@ def final_step(params):
 def is_finished(params):
     """True once the final step is recorded or the trainer stopped early."""
     output_dir = params["output_dir"]
-    if tf.io.gfile.exists(os.path.join(output_dir, evaluation.EARLY_STOPPING_FILE)):
+    if tf.io.gfile.exists(os.path.join(output_dir, rounds.EARLY_STOPPING_FILE)):
         return True
-    return any(step >= final_step(params) for step in evaluation.evaluated_steps(output_dir))
+    return any(step >= final_step(params) for step in eval_records.evaluated_steps(output_dir))
 
 
 def make_timeout_fn(params, last_new):
@@ -60,21 +60,21 @@ def make_timeout_fn(params, last_new):
     return timeout_fn
 
 
-def evaluate_checkpoint(estimator, params, checkpoint_path):
+def evaluate_checkpoint(engine, params, checkpoint_path):
     """The record of one checkpoint; None if skipped (step 0, evaluated, or deleted meanwhile)."""
     try:
-        step = evaluation.step_of(checkpoint_path)
+        step = checkpoints.step_of(checkpoint_path)
     except tf.errors.NotFoundError:  # keep_checkpoint_max removed it before we got to it
         _LOGGER.info("checkpoint %s was deleted before its evaluation; skipped", checkpoint_path)
         return None
-    if step == 0 or step in evaluation.evaluated_steps(params["output_dir"]):
+    if step == 0 or step in eval_records.evaluated_steps(params["output_dir"]):
         return None
     chain.check_same_run(chain.read_saved_params(params["output_dir"]), params)
     staging_dir = os.path.join(params["output_dir"], STAGING_SUBDIR)
-    return evaluation.evaluate_and_record(estimator, params, checkpoint_path, staging_dir)
+    return evaluations.evaluate_and_record(engine, params, checkpoint_path, staging_dir)
 
 
-def run_continuous_eval(estimator, params):
+def run_continuous_eval(engine, params):
     """Evaluates checkpoints of params["output_dir"] as they appear; returns the records written."""
     records, last_new = [], [time.monotonic()]
     _LOGGER.info("waiting for checkpoints in %s (final step %d, timeout %d s)",
@@ -82,7 +82,7 @@ def run_continuous_eval(estimator, params):
     for checkpoint_path in tf.train.checkpoints_iterator(
             params["output_dir"], timeout=POLL_SECS, timeout_fn=make_timeout_fn(params, last_new)):
         last_new[0] = time.monotonic()
-        record = evaluate_checkpoint(estimator, params, checkpoint_path)
+        record = evaluate_checkpoint(engine, params, checkpoint_path)
         if record is not None:
             records.append(record)
         if is_finished(params):

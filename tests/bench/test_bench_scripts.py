@@ -1,0 +1,45 @@
+"""Every bench script runs at a tiny size, so none can break unnoticed between benchmark runs.
+
+Each is called through its own entry point, in process, with the smallest arguments it
+takes (seconds, not the minutes of `make bench`), and must print its result table.
+A new bench/bench_*.py fails test_every_bench_script_is_covered until it is added here.
+
+    .venv/bin/python -m pytest tests/bench/test_bench_scripts.py
+"""
+import importlib
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+# {script: (entry point, tiny arguments, a line its output must hold)}; "{tmp}" is a scratch dir.
+SCRIPTS = {
+    "bench_input": ("run", ["--rounds", "1", "--seconds", "0.2", "--digits", "64", "--photos", "8"],
+                    "train vs raw:"),
+    "bench_preprocess": ("main", ["--photos", "8", "--repeats", "1", "--workers", "2",
+                                  "--work_dir", "{tmp}/preprocess"], "photos 427x640"),
+    "bench_train": ("run", ["--models", "small_cnn", "--rounds", "1", "--steps", "18", "--examples", "64",
+                            "--finetune_source_steps", "2", "--finetune_steps", "2",
+                            "--finetune_eval_every", "2"], "Keras engine / Estimator engine ="),
+    "bench_serving": ("main", ["--rounds", "1", "--requests", "4"], "in-process"),
+    "bench_serving_floor": ("main", ["--rounds", "1", "--requests", "8"], "stand-in, Python clients"),
+    "bench_batch_predict": ("main", ["--run_dir", "{run_dir}", "--input_csv", "{input_csv}",
+                                     "--batch_size", "8"], "in-process model calls alone"),
+}
+
+
+def test_every_bench_script_is_covered():
+    scripts = {path.stem for path in (ROOT / "bench").glob("bench_*.py")}
+    assert scripts == set(SCRIPTS)
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_bench_script_runs_at_a_tiny_size(script, tmp_path, trained_run, input_csv, capsys):
+    entry, argv, expected = SCRIPTS[script]
+    values = {"tmp": tmp_path, "run_dir": trained_run[0], "input_csv": input_csv}
+    module = importlib.import_module(f"bench.{script}")
+    getattr(module, entry)([arg.format(**values) for arg in argv])
+    output = capsys.readouterr().out
+    assert expected in output, output[-2000:]
+    if script == "bench_train":  # the fine-tune comparison says what it found
+        assert any(word in output for word in ("MET", "INCONCLUSIVE")), output[-2000:]

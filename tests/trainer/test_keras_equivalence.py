@@ -1,0 +1,156 @@
+"""Both engines on the same weights: the same eval metrics to 1e-6; replicas change nothing.
+
+A network's weights (random, batch-norm statistics included, and different moving
+averages) are written as each engine's checkpoint; each engine evaluates its own on the
+same 11 eval images in batches of 8 (5 padding rows). Every metric of the record agrees
+to 1e-6 and the confusion matrices are equal. Then, in a process with two logical
+CPUs, the Keras engine under a two-replica MirroredStrategy evaluates the same weights
+to the same metrics and, on a network without batch norm (each replica normalizes over its
+own share, as each TPU core does), takes the same training step as one replica: the global
+batch split across replicas, the loss divided by their count, the gradients summed.
+
+    .venv/bin/python -m pytest tests/trainer/test_keras_equivalence.py
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from trainer.nets import warm_start
+from trainer.objective import metrics
+from trainer.objective.averages import EMA_SUFFIX
+from trainer.run import checkpoints
+
+STEP = 7
+TOLERANCE = 1e-6
+
+
+def random_values(variables, seed):
+    """Values for every variable: variances positive, everything else small and random."""
+    rng = np.random.default_rng(seed)
+    values = []
+    for variable in variables:
+        shape = variable.shape.as_list()
+        value = rng.normal(0.0, 0.3, shape)
+        if "moving_variance" in variable.name:
+            value = np.abs(value) + 0.5
+        values.append(value.astype(variable.dtype.as_numpy_dtype))
+    return values
+
+
+def write_both_checkpoints(params, keras_dir, estimator_dir):
+    """The same weights (and averages) as a Keras engine and an Estimator engine checkpoint."""
+    from trainer.keras import engine as keras_engine
+    engine = keras_engine.KerasEngine(dict(params, output_dir=keras_dir))
+    network = engine.model.network
+    named = {checkpoints.variable_name(v): value
+             for v, value in zip(network.variables, random_values(network.variables, seed=1))}
+    for variable in network.variables:
+        variable.assign(named[checkpoints.variable_name(variable)])
+    if engine.model.averages is not None:
+        shadows = engine.model.averages.by_name()
+        for (name, shadow), value in zip(shadows.items(), random_values(shadows.values(), seed=2)):
+            shadow.assign(value)
+            named[name] = value
+    engine.model.step.assign(STEP)
+    keras_prefix = engine.manager.save(checkpoint_number=STEP)
+    variables = [tf.Variable(value, name=name) for name, value in named.items()]
+    variables.append(tf.Variable(np.int64(STEP), name="global_step"))
+    warm_start.write_checkpoint(variables, os.path.join(estimator_dir, f"model.ckpt-{STEP}"))
+    tf.compat.v1.train.update_checkpoint_state(estimator_dir, f"model.ckpt-{STEP}")
+    return engine, keras_prefix, os.path.join(estimator_dir, f"model.ckpt-{STEP}")
+
+
+@pytest.mark.parametrize("overrides", [
+    {"model": "small_cnn"},
+    {"model": "resnet", "resnet_depth": 8, "resnet_width": 4, "moving_average_decay": 0.9,
+     "label_smoothing": 0.1},
+], ids=["small_cnn", "resnet_averaged_smoothed"])
+def test_both_engines_report_the_same_metrics_on_the_same_weights(tiny_params, tmp_path, overrides):
+    from trainer.estimator import loop
+    params = dict(tiny_params, **overrides)
+    keras, keras_prefix, estimator_prefix = write_both_checkpoints(
+        params, str(tmp_path / "keras"), str(tmp_path / "estimator"))
+    by_keras = keras.evaluate(keras_prefix)
+    by_estimator = loop.EstimatorEngine(dict(params, output_dir=str(tmp_path / "estimator"))).evaluate(
+        estimator_prefix)
+    np.testing.assert_array_equal(by_keras.pop(metrics.CONFUSION_MATRIX_METRIC),
+                                  by_estimator.pop(metrics.CONFUSION_MATRIX_METRIC))
+    assert by_keras["accuracy"] not in (0.0, 1.0)  # the weights make a real mix of hits and misses
+    assert set(by_estimator) - {"global_step"} == set(by_keras)
+    for name, value in by_keras.items():
+        assert abs(value - float(by_estimator[name])) <= TOLERANCE, (name, value, by_estimator[name])
+
+
+def build_plain_cnn(num_classes, image_size, dtype, **_):
+    """conv, mean, dense: a network whose step does not depend on how the batch is split."""
+    images = tf.keras.Input([image_size, image_size, 3], name="images")
+    features = tf.keras.layers.Conv2D(4, 3, activation="relu", name="conv")(images)
+    pooled = tf.keras.layers.GlobalAveragePooling2D(name="pool")(features)
+    return tf.keras.Model(images, tf.keras.layers.Dense(num_classes, name="logits")(pooled))
+
+
+def register_plain_cnn():
+    from trainer import nets
+    from trainer.settings import table
+    table.NETWORKS["plain_cnn"] = table.Network(())
+    nets.BUILDERS["plain_cnn"] = build_plain_cnn
+
+
+REPLICAS_SCRIPT = r"""
+import json, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from tests.trainer.test_keras_equivalence import register_plain_cnn
+from trainer.data import input as input_lib
+from trainer.keras import engine as keras_engine, strategy as strategy_lib
+register_plain_cnn()
+params, prefix = json.loads(sys.argv[1]), sys.argv[2]
+input_fn = input_lib.make_input_fn(params["train_data_path"], input_lib.TRAIN)
+batch = next(iter(input_fn(dict(params, batch_size=params["train_batch_size"]))))  # one batch for both
+
+def run(strategy, output_dir):
+    strategy_lib.make_strategy = lambda params: strategy
+    engine = keras_engine.KerasEngine(dict(params, output_dir=output_dir))
+    record = engine.evaluate(prefix)
+    record.pop("confusion_matrix_counts")
+    from trainer.keras import checkpoint
+    checkpoint.read_network(engine.model.network, prefix, use_averages=False)
+    before = {v.name: v.numpy() for v in engine.model.network.trainable_variables}
+    iterator = iter(engine.strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensors(batch).repeat()))
+    engine.train_function(iterator, tf.constant(1, tf.int64))
+    after = {v.name: v.numpy().tolist() for v in engine.model.network.trainable_variables}
+    step = max(float(abs(v.numpy() - before[v.name]).max()) for v in engine.model.network.trainable_variables)
+    return record, after, step, strategy.num_replicas_in_sync
+
+one = run(tf.distribute.get_strategy(), sys.argv[3] + "/one")
+two = run(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]), sys.argv[3] + "/two")
+print(json.dumps([one, two]))
+"""
+
+
+def test_two_replicas_evaluate_and_train_as_one(tiny_params, tmp_path, repo_root, monkeypatch):
+    from trainer import nets
+    from trainer.settings import table
+    monkeypatch.setitem(table.NETWORKS, "plain_cnn", table.Network(()))
+    monkeypatch.setitem(nets.BUILDERS, "plain_cnn", build_plain_cnn)
+    params = dict(tiny_params, engine="keras", model="plain_cnn", warmup_steps=0, learning_rate=0.5,
+                  optimizer="momentum", momentum=0.0)
+    _, keras_prefix, _ = write_both_checkpoints(params, str(tmp_path / "keras"), str(tmp_path / "estimator"))
+    result = subprocess.run([sys.executable, "-c", REPLICAS_SCRIPT, json.dumps(params), keras_prefix,
+                             str(tmp_path)], cwd=repo_root, capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    (record_1, after_1, step_1, replicas_1), (record_2, after_2, _, replicas_2) = json.loads(
+        result.stdout.strip().splitlines()[-1])
+    assert (replicas_1, replicas_2) == (1, 2)
+    for name, value in record_1.items():
+        assert abs(value - record_2[name]) <= TOLERANCE, (name, value, record_2[name])
+    assert step_1 > 1e-3  # plain SGD moved the weights ...
+    for name, value in after_1.items():  # ... and both took the same step (a sum, not a mean: twice it)
+        np.testing.assert_allclose(after_2[name], value, rtol=0, atol=1e-6, err_msg=name)

@@ -1,0 +1,74 @@
+"""An export put in place whole: built in a staging directory, checked, given its warm-up requests, moved.
+
+TF Serving polls OUT/export/<serving_model_name>/ and loads the highest numbered
+version it finds, so a version directory must never be seen half written: each
+engine writes its SavedModel under OUT/export_staging (write_saved_model), then
+the contract is checked (contract.check_export), TF Serving's warm-up requests are
+added (a few eval JPEGs, common/warmup.py) and the directory is renamed into place.
+
+    .venv/bin/python -m trainer.task --mode export --output_dir OUT [--engine keras]
+"""
+import logging
+import os
+
+import tensorflow as tf
+
+from common import record_schema, signature
+from trainer.export import contract
+
+STAGING_SUBDIR = "export_staging"  # exports are built here, then moved into place whole
+
+
+def read_jpegs(file_pattern, count):
+    """The first count JPEGs (bytes) of the TFRecords matching file_pattern."""
+    jpegs = []
+    for path in sorted(tf.io.gfile.glob(file_pattern)):
+        for record in tf.compat.v1.io.tf_record_iterator(path):
+            jpegs.append(record_schema.decode_example_proto(record)[record_schema.ENCODED])
+            if len(jpegs) >= count:
+                return jpegs
+    return jpegs
+
+
+def write_warmup(export_dir, params):
+    """Writes TF Serving warmup requests made of a few eval JPEGs, when eval data is given.
+
+    Skipped with a warning when tensorflow-serving-api (the "serving" extra) is
+    not installed, as on a training job: the export itself does not need it.
+    """
+    try:
+        from common import warmup
+    except ImportError as err:
+        logging.warning("No warmup requests for %s: %s (pip install .[serving])", export_dir, err)
+        return None
+    jpegs = []
+    if params["eval_data_path"] and params["num_warmup_images"]:
+        jpegs = read_jpegs(params["eval_data_path"], params["num_warmup_images"])
+    if not jpegs:
+        logging.info("No warmup requests for %s: no eval JPEGs", export_dir)
+        return None
+    return warmup.write_warmup_requests(export_dir, jpegs, params["serving_model_name"],
+                                        signature_names=signature.SIGNATURES)
+
+
+def export_into_place(params, step, export_base, write_saved_model):
+    """export_base/<serving_model_name>/<step>/ from write_saved_model(staging_base) -> the
+    SavedModel directory it wrote there; returns the final path.
+
+    Idempotent: an existing version directory is kept as it is.
+    """
+    final = os.path.join(export_base, params["serving_model_name"], str(step))
+    if tf.io.gfile.exists(final):
+        return final
+    staging_base = os.path.join(params["output_dir"], STAGING_SUBDIR)
+    if tf.io.gfile.exists(staging_base):  # left over by a killed export
+        tf.io.gfile.rmtree(staging_base)
+    staged = write_saved_model(staging_base)
+    staged = staged.decode() if isinstance(staged, bytes) else staged
+    contract.check_export(staged)
+    write_warmup(staged, params)
+    tf.io.gfile.makedirs(os.path.dirname(final))
+    tf.io.gfile.rename(staged, final)
+    tf.io.gfile.rmtree(staging_base)
+    logging.info("Exported step %d to %s", step, final)
+    return final

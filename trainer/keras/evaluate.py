@@ -1,0 +1,84 @@
+"""Complete, weighted evaluation: every eval image counted once, each padding row weighted 0.
+
+The eval pipeline (trainer/data/input.py) pads the last batch with zero-weight rows and
+yields ceil(N / eval_batch_size) global batches; the strategy splits each across its
+replicas. Each replica returns weighted sums (trainer/objective/metrics.py batch_sums),
+summed across replicas and then, in float64, over the batches: accuracy, top-k,
+mean per-class accuracy and cross entropy are ratios of those sums, so padding counts
+for nothing. "loss" is the Estimator's: the mean over batches of the training loss
+(label smoothing and weight decay included). The checkpoint's weights (its moving
+averages, when kept) are read into the network for the pass and the training weights
+put back after it. Scalars go to TensorBoard under OUT/eval, as Estimator writes them.
+
+    .venv/bin/python -m trainer.task --engine keras --mode evaluate --output_dir OUT
+"""
+import numpy as np
+import tensorflow as tf
+
+from trainer.data import input as input_lib
+from trainer.keras import checkpoint as checkpoint_lib
+from trainer.objective import loss as loss_lib, metrics
+from trainer.report import eval_pictures
+from trainer.run import checkpoints
+
+
+def make_eval_dataset(params, strategy):
+    input_fn = input_lib.make_input_fn(params["eval_data_path"], input_lib.EVAL,
+                                       num_examples=params["num_eval_examples"])
+    dataset = input_fn(dict(params, batch_size=params["eval_batch_size"]))
+    return strategy.experimental_distribute_dataset(dataset)
+
+
+def make_eval_step(network, strategy, params):
+    """A tf.function: one distributed eval batch -> {name: sum over its replicas}."""
+    k = metrics.effective_top_k(params["num_classes"], params["top_k"])
+
+    def replica_sums(features, labels):
+        logits = network(features["image"], training=False)
+        weights = features["weight"]
+        sums = metrics.batch_sums(labels, logits, weights, params["num_classes"], k)
+        smoothed = loss_lib.per_example_cross_entropy(labels, logits, params["num_classes"],
+                                                      params["label_smoothing"])
+        sums["loss_sum"] = tf.reduce_sum(smoothed * weights)
+        sums["present"] = tf.cast(tf.math.count_nonzero(weights), tf.float32)
+        return sums
+
+    @tf.function
+    def eval_step(features, labels):
+        per_replica = strategy.run(replica_sums, args=(features, labels))
+        return {name: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
+                for name, value in per_replica.items()}
+    return eval_step
+
+
+def run_eval_pass(eval_step, dataset, params):
+    """(metrics, the float64 [C, C] confusion matrix) of one pass over the eval set."""
+    totals, batch_losses = {}, []
+    for features, labels in dataset:
+        sums = {name: value.numpy().astype(np.float64) for name, value in eval_step(features, labels).items()}
+        for name, value in sums.items():
+            totals[name] = totals.get(name, 0.0) + value
+        batch_losses.append(sums["loss_sum"] / sums["present"] if sums["present"] else 0.0)
+    k = metrics.effective_top_k(params["num_classes"], params["top_k"])
+    results = metrics.metrics_from_sums(totals, k)
+    results["loss"] = float(np.mean(batch_losses))
+    return results, totals["confusion"]
+
+
+def evaluate(engine, checkpoint_path):
+    """The eval metrics of checkpoint_path, with CONFUSION_MATRIX_METRIC; scalars to OUT/eval."""
+    params = engine.params
+    use_averages = bool(params["moving_average_decay"])
+    with checkpoint_lib.weights_of(engine.model.network, checkpoint_path, use_averages) as network:
+        results, matrix = run_eval_pass(engine.eval_step, engine.eval_dataset(), params)
+        results["loss"] += float(loss_lib.weight_decay(network, params))
+    write_eval_scalars(engine.eval_dir, checkpoints.step_of(checkpoint_path), results)
+    results[metrics.CONFUSION_MATRIX_METRIC] = matrix
+    return results
+
+
+def write_eval_scalars(eval_dir, step, results):
+    with eval_pictures.eval_writer(eval_dir).as_default():
+        for name, value in results.items():
+            tf.summary.scalar(name, value, step=step)
+        tf.summary.flush()

@@ -1,0 +1,1 @@
+"""What both engines optimise and measure: the loss, the learning rate, the moving averages, the eval metrics."""

@@ -1,0 +1,88 @@
+"""What every trainer command does before and around its engine: check, lock, write params.json, run the mode.
+
+Both engines (trainer/estimator/, trainer/keras/) keep one run-directory contract
+because they share this driver: before anything is written the data is checked
+against metadata.json (trainer/data/data_checks.py), the checkpoints against what they
+claim (trainer/run/checkpoints.py) and the TPU is looked up; then the output
+directory's lock is taken (trainer/run/output_lock.py; not for predict, which writes
+elsewhere, nor for continuous_eval, which runs beside the trainer that holds it),
+OUT/params.json is written and the mode runs. A data error during the run ends as one
+DatasetError naming the file.
+
+An engine is made by make_engine(params) once those checks have passed and offers:
+
+    engine.train(max_steps)              train from the latest checkpoint to max_steps
+    engine.evaluate(checkpoint_path)     {metric: value, ..., CONFUSION_MATRIX_METRIC: [C, C]}
+    engine.eval_dir                      where its eval events go (OUT/eval)
+    engine.export(checkpoint_path, staging_base) -> the SavedModel directory it wrote there
+    engine.predict(checkpoint_path)      --mode predict's summary dict
+
+    .venv/bin/python -m trainer.task --output_dir OUT --mode evaluate [--engine keras]
+"""
+import contextlib
+import json
+import logging
+
+import tensorflow as tf
+
+from trainer import chain
+from trainer.cloud import tpu
+from trainer.data import data_checks
+from trainer.nets import warm_start
+from trainer.run import checkpoints, continuous_eval, evaluations, output_lock, rounds
+from trainer.settings import table
+
+
+def run(params, make_engine):
+    """Runs params["mode"] with the engine make_engine(params) makes; returns what the mode produced."""
+    if params["mode"] == "predict":
+        if not params["predict_export_dir"]:
+            check_checkpoints(params, repair=False)
+        return run_mode(params, make_engine)
+    data_checks.check_before_run(params)
+    check_checkpoints(params, repair=False)  # read only: nothing, not even the lock, is written yet
+    if params["use_tpu"]:
+        tpu.resolve_tpu(params)  # no credentials, no such TPU: one line before anything is written
+    is_beside_trainer = params["mode"] == "continuous_eval"
+    with contextlib.nullcontext() if is_beside_trainer else output_lock.hold_output_dir(params["output_dir"]):
+        if not is_beside_trainer:
+            check_checkpoints(params, repair=True)  # again under the lock, which may have waited
+        try:
+            return run_mode(params, make_engine)
+        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as err:
+            named = data_checks.explain(err, params)
+            if named is None:
+                raise
+            raise named from None
+
+
+def check_checkpoints(params, repair):
+    """The output dir's checkpoints checked (trainer/run/checkpoints.py) before anything is written;
+    the modes that read a checkpoint refuse in one line when there is none."""
+    prefix, _ = checkpoints.check_run_state(params["output_dir"], repair=repair)
+    if prefix is None and params["mode"] in ("evaluate", "export", "predict"):
+        raise checkpoints.CheckpointError(
+            f"output_dir={params['output_dir']!r} has no checkpoint to {params['mode']}: train "
+            f"first (--mode train_and_eval), or pass the --output_dir of a training run")
+
+
+def run_mode(params, make_engine):
+    logging.info("Resolved params:\n%s", json.dumps(params, indent=2, sort_keys=True))
+    if params["mode"] != "continuous_eval":  # beside a trainer, params.json is the trainer's
+        chain.write_params(params)
+    if params["mode"] in table.TRAIN_MODES:
+        # Before the engine builds its network: a mismatched source stops here, a Keras weights
+        # file is converted to the checkpoint both engines warm start from; a resumed run ignores it.
+        warm_start.prepare(params, checkpoints.latest_checkpoint(params["output_dir"])[1])
+    engine = make_engine(params)
+    if params["mode"] in table.TRAIN_MODES:
+        return rounds.train_and_evaluate(engine, params)
+    if params["mode"] == "evaluate":
+        return evaluations.evaluate_and_record(engine, params, once_per_step=False)
+    if params["mode"] == "continuous_eval":
+        return continuous_eval.run_continuous_eval(engine, params)
+    if params["mode"] == "predict":
+        # By the checked files, not the state file alone: a lost state must not mean random weights.
+        checkpoint_path, _ = checkpoints.check_run_state(params["output_dir"], repair=False)
+        return engine.predict(checkpoint_path)
+    return rounds.export_latest(engine, params)

@@ -1,0 +1,75 @@
+"""The run's own bookkeeping files: OUT/eval_results.jsonl and the paths recorded in it.
+
+Engine-neutral: both engines, the report and the closing summary read the same records.
+Every path recorded is relative to the run directory (relative_to_run), so a moved or
+downloaded run, local or on gs://, still finds what it names (path_in_run); small files
+are written whole through a rename (write_text_atomically).
+
+    .venv/bin/python -c "from trainer.run import eval_records; print(eval_records.read_eval_results('work/demo/run')[-1])"
+"""
+import json
+import logging
+import os
+
+import tensorflow as tf
+
+from common import signature
+
+RESULTS_FILE = "eval_results.jsonl"
+
+
+def write_text_atomically(path, text):
+    """Writes a small file so that readers see the old or the new text, never a partial one.
+
+    Other tasks of a cluster read OUT/params.json while the chief rewrites it.
+    """
+    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+        f.write(text)
+    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+
+def read_eval_results(output_dir):
+    """The records of OUT/eval_results.jsonl, oldest first ([] if none)."""
+    path = os.path.join(output_dir, RESULTS_FILE)
+    if not tf.io.gfile.exists(path):
+        return []
+    with tf.io.gfile.GFile(path) as f:
+        # A kill mid-write can leave a torn last line; it is re-evaluated.
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    records = []
+    for line in lines:
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            logging.warning("Skipping a torn line of %s: %r", path, line[:80])
+    return records
+
+
+def append_eval_result(output_dir, record):
+    path = os.path.join(output_dir, RESULTS_FILE)
+    # GFile has no append mode on every file system: rewrite the whole (small) file.
+    lines = [json.dumps(r, sort_keys=True) for r in read_eval_results(output_dir) + [record]]
+    write_text_atomically(path, "\n".join(lines) + "\n")
+
+
+def evaluated_steps(output_dir):
+    return {record["global_step"] for record in read_eval_results(output_dir)}
+
+
+def relative_to_run(output_dir, path):
+    """path as recorded in the run's bookkeeping: relative to output_dir, so that a moved or
+    downloaded run (local or gs://) still finds it."""
+    return os.path.relpath(path, output_dir) if "://" not in output_dir else path[len(output_dir):].lstrip("/")
+
+
+def path_in_run(output_dir, recorded):
+    """A recorded path joined onto output_dir as it is now. Records of older versions hold
+    absolute paths of the place the run was written: their part from best_export/ or export/ on
+    is what counts."""
+    for subdir in (signature.BEST_EXPORT_SUBDIR, signature.EXPORT_SUBDIR):
+        marker = f"/{subdir}/"
+        if recorded.startswith(f"{subdir}/"):
+            return os.path.join(output_dir, recorded)
+        if marker in recorded:
+            return os.path.join(output_dir, subdir, recorded.rsplit(marker, 1)[1])
+    return os.path.join(output_dir, recorded)

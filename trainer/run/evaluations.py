@@ -1,0 +1,143 @@
+"""Evaluating checkpoints, with either engine: one record per checkpoint in OUT/eval_results.jsonl, the best one exported.
+
+Used by the training rounds (trainer/run/rounds.py: an evaluation every steps_per_eval)
+and by the evaluation job (trainer/run/continuous_eval.py, --mode continuous_eval),
+which may run beside a trainer on the same OUT. So that the two never record a step
+twice or interleave their writes, recording a result (reading the earlier records,
+exporting a new best, appending) holds OUT/eval_results.lock, an flock(2) taken for
+those few seconds only (on gs://, which has no flock, a lease on that object:
+trainer/run/gcs_lease.py). "Best" is by --early_stopping_metric
+(trainer/run/early_stopping.py; accuracy unless set). Each evaluation's confusion
+matrix and per-class accuracy go to TensorBoard beside the engine's eval scalars
+(OUT/eval, trainer/report/eval_pictures.py).
+
+The engine (trainer/run/driver.py's Engine) evaluates and exports; what is recorded,
+where and when is decided here, the same for both engines.
+
+    .venv/bin/python -m trainer.task --mode evaluate --output_dir OUT --eval_data_path 'DIR/eval-*'
+"""
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import time
+
+import tensorflow as tf
+
+from common import signature
+from trainer.cloud import hptuning
+from trainer.export import staging
+from trainer.objective import metrics
+from trainer.report import eval_pictures
+from trainer.run import checkpoints, early_stopping, eval_records, gcs_lease, output_lock
+from trainer.settings import checks
+
+RESULTS_LOCK_FILE = "eval_results.lock"
+_LOGGER = logging.getLogger(__name__)  # the lines a person reads (shown in quiet mode)
+
+
+@contextlib.contextmanager
+def hold_results(output_dir):
+    """Blocks until this process alone may record results in output_dir: an flock on a local
+    disk, a lease on gs:// (the holder's heartbeat keeps it through a long export), none on
+    other remote file systems."""
+    if gcs_lease.is_gcs(output_dir):
+        with gcs_lease.hold_lease(os.path.join(output_dir, RESULTS_LOCK_FILE),
+                                  output_lock.describe_this_process(), wait=True):
+            yield
+        return
+    if not output_lock.is_local(output_dir):
+        yield
+        return
+    tf.io.gfile.makedirs(output_dir)
+    fd = os.open(os.path.join(output_dir, RESULTS_LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # waits: the holder is done within one export
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def evaluate(engine, params, checkpoint_path, step):
+    """Eval metrics of one checkpoint as plain Python numbers; its confusion matrix and
+    per-class accuracy go to TensorBoard (trainer/report/eval_pictures.py)."""
+    results = dict(engine.evaluate(checkpoint_path))
+    matrix = results.pop(metrics.CONFUSION_MATRIX_METRIC)  # [C, C]: TensorBoard's, not the record's
+    eval_pictures.write_eval_pictures(engine.eval_dir, step, matrix, params.get("labels"))
+    return {key: value.item() if hasattr(value, "item") else value for key, value in results.items()}
+
+
+def evaluate_and_record(engine, params, checkpoint_path=None, staging_dir=None, once_per_step=True):
+    """Evaluates a checkpoint (the latest if None), exports it if it is the best, records both.
+
+    Returns the record, or None when another process recorded this step meanwhile (with
+    once_per_step; --mode evaluate records every evaluation it is asked for).
+    staging_dir: where the export is built (staging.export_into_place stages under output_dir;
+    an evaluator beside a trainer passes its own so that their exports never meet).
+    """
+    if checkpoint_path is None:
+        checkpoint_path, step = checkpoints.latest_checkpoint(params["output_dir"])
+        if checkpoint_path is None:
+            raise checkpoints.CheckpointError(f"output_dir={params['output_dir']!r} has no checkpoint "
+                                              f"to evaluate")
+    else:
+        step = checkpoints.step_of(checkpoint_path)
+    start = time.time()
+    record = evaluate(engine, params, checkpoint_path, step)
+    record.update(global_step=step, eval_seconds=round(time.time() - start, 2))
+    check_metric_reported(record, params)
+    with hold_results(params["output_dir"]):
+        earlier = eval_records.read_eval_results(params["output_dir"])
+        if once_per_step and step in {r["global_step"] for r in earlier}:
+            logging.info("Step %d was evaluated by another process meanwhile; not recorded", step)
+            return None
+        if early_stopping.best_record(earlier + [record], params["early_stopping_metric"]) is record:
+            exported = export_best(engine, params, checkpoint_path, step, staging_dir)
+            record["best_export"] = eval_records.relative_to_run(params["output_dir"], exported)
+        record["evaluations_without_improvement"] = early_stopping.evaluations_since_best(
+            earlier + [record], params["early_stopping_metric"])
+        eval_records.append_eval_result(params["output_dir"], record)
+    hptuning.report_metric(params, record)
+    log_record(record, params)
+    return record
+
+
+def check_metric_reported(record, params):
+    """ConfigError when the chosen metric is not among the eval metrics (e.g. top_5 of 3 classes)."""
+    metric = params["early_stopping_metric"]
+    if metric not in record:
+        reported = sorted(k for k, v in record.items() if isinstance(v, float))
+        raise checks.ConfigError(f"early_stopping_metric={metric!r} is not reported by this "
+                                 f"run's evaluation; it reports {reported}")
+
+
+def log_record(record, params):
+    step = record["global_step"]
+    logging.info("Eval at step %d: %s", step, json.dumps(record, sort_keys=True))
+    _LOGGER.info("eval at step %d: accuracy %.4f, loss %.4f (%d images, %.0f s)%s", step,
+                 record["accuracy"], record["loss"], params["num_eval_examples"],
+                 record["eval_seconds"], ", new best" if "best_export" in record else "")
+
+
+def export_model(engine, params, checkpoint_path, step, export_base):
+    """export_base/<serving_model_name>/<step>/ of checkpoint_path, by the engine, put in place whole."""
+    return staging.export_into_place(params, step, export_base,
+                                     lambda staging_base: engine.export(checkpoint_path, staging_base))
+
+
+def export_best(engine, params, checkpoint_path, step, staging_dir=None):
+    """Exports to OUT/best_export/<serving_model_name>/<step>/ and removes the earlier best."""
+    best_base = os.path.join(params["output_dir"], signature.BEST_EXPORT_SUBDIR)
+    export_params = dict(params, output_dir=staging_dir) if staging_dir else params
+    path = export_model(engine, export_params, checkpoint_path, step, best_base)
+    remove_other_versions(os.path.dirname(path), keep=str(step))
+    return path
+
+
+def remove_other_versions(model_base, keep):
+    """Deletes every version directory under model_base except keep (TF Serving serves the highest)."""
+    for name in tf.io.gfile.listdir(model_base):
+        name = name.rstrip("/")
+        if name.isdigit() and name != keep:
+            tf.io.gfile.rmtree(os.path.join(model_base, name))

@@ -1,0 +1,90 @@
+"""--mode predict with either engine: every input image classified once, one record each, written whole.
+
+Reads a CSV of image URIs ('uri[,label]', the pipeline's format) or a TFRecord glob
+(common/prediction_inputs.py), checks every image with serving's decoder in Python
+first, then classifies the usable ones with the engine's checkpoint through the
+evaluation image path (the engine's predict_fn: TPUEstimator.predict,
+trainer/estimator/predict.py; Keras' model.predict, trainer/keras/predict.py) or, with
+--predict_export_dir, with that export (common/export_predictor.py). An unreadable or
+corrupt image gets an error record; records go to OUT/predictions unless
+--predict_output_dir says otherwise (common/prediction_records.py).
+
+    .venv/bin/python -m trainer.task --mode predict --output_dir work/demo/run \\
+        --predict_input work/demo/images/eval.csv [--predict_format csv] [--engine keras]
+"""
+import json
+import logging
+import os
+
+from common import export_predictor, prediction_inputs, prediction_records
+from common.chunks import split_into_chunks
+
+PREDICTIONS_SUBDIR = "predictions"
+
+
+def load_predictor(params, checkpoint_path):
+    """The named export (loaded once), or None to predict from checkpoint_path."""
+    if params["predict_export_dir"]:
+        export_dir, version = export_predictor.resolve_export_dir(params["predict_export_dir"])
+        logging.getLogger(__name__).info("Predicting with version %s of %s", version,
+                                         params["predict_export_dir"])
+        return export_predictor.load_export(export_dir)
+    if checkpoint_path is None:
+        raise FileNotFoundError(f"output_dir={params['output_dir']!r} has no checkpoint to predict "
+                                f"with; train first or pass --predict_export_dir")
+    return None
+
+
+def predict_probabilities(predict_fn, params, checkpoint_path, export, jpegs):
+    """Probabilities and class names from the loaded export, or from the checkpoint."""
+    if export is not None:
+        probabilities = export_predictor.predict_in_batches(
+            export, jpegs, params["predict_batch_size"])
+        return probabilities, export.labels
+    return (predict_fn(jpegs, checkpoint_path) if jpegs else None), params["labels"]
+
+
+def make_records(images, probabilities, labels, top_k):
+    """One record per input, in input order: a prediction or an error."""
+    rows = iter(probabilities if probabilities is not None else [])
+    records = []
+    for image in images:
+        if image.error:
+            records.append(prediction_records.make_error_record(image.uri, *image.error,
+                                                                label=image.label))
+        else:
+            records.append(prediction_records.make_prediction_record(
+                image.uri, next(rows), labels, top_k, label=image.label))
+    return records
+
+
+def output_dir_of(params):
+    return params["predict_output_dir"] or os.path.join(params["output_dir"], PREDICTIONS_SUBDIR)
+
+
+def run_predict(predict_fn, params, checkpoint_path):
+    """Classifies params["predict_input"]; writes the records; returns the summary dict.
+
+    predict_fn(jpegs, checkpoint_path) -> float32 [len(jpegs), num_classes], each row once,
+    in input order. Images are read, checked and classified predict_chunk_images at a
+    time: host memory (and a graph's 2 GB constants) hold one chunk, however long the
+    input. Only the small records accumulate.
+    """
+    export = load_predictor(params, checkpoint_path)
+    records = []
+    images_in = prediction_inputs.read_inputs(params["predict_input"])
+    for images in split_into_chunks(images_in, params["predict_chunk_images"]):
+        jpegs = [image.jpeg for image in images if not image.error]
+        logging.info("Predicting %d images (%d unusable; %d done) from %s", len(jpegs),
+                     len(images) - len(jpegs), len(records),
+                     params["predict_export_dir"] or checkpoint_path)
+        probabilities, labels = predict_probabilities(predict_fn, params, checkpoint_path, export, jpegs)
+        records += make_records(images, probabilities, labels, params["top_k"])
+    output_dir = output_dir_of(params)
+    summary = prediction_records.write_records(
+        records, output_dir, params["predict_format"], params["predict_records_per_shard"],
+        class_names=export.labels if export is not None else params["labels"])
+    summary["output_dir"] = output_dir
+    logging.info("Prediction summary: %s", json.dumps(summary, sort_keys=True))
+    print(json.dumps(summary, sort_keys=True), flush=True)
+    return summary

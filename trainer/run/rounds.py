@@ -1,0 +1,134 @@
+"""Training rounds, for either engine: train steps_per_eval steps, evaluate, record, stop early, export.
+
+Each round reads the global step from the latest checkpoint in output_dir, trains to
+min(step + steps_per_eval, train_steps), evaluates, exports when the eval metric
+(--early_stopping_metric) is the best so far and appends the results to
+OUT/eval_results.jsonl (trainer/run/evaluations.py); with --early_stopping_patience it
+stops when they stop improving. Killed at any point (kill -9 included), the same
+command resumes from the last checkpoint; run again after it finished, it trains
+nothing and exports nothing new. The engine (trainer/run/driver.py's Engine) trains,
+evaluates and exports; this module is the contract of the run directory both keep.
+
+    .venv/bin/python -m trainer.task --train_data_path 'DIR/train-*' \\
+        --eval_data_path 'DIR/eval-*' --output_dir OUT [--engine keras]
+"""
+import json
+import logging
+import os
+
+import tensorflow as tf
+
+from common import signature
+from trainer.report import hparams_view
+from trainer.run import checkpoints, early_stopping, eval_records, evaluations
+
+EARLY_STOPPING_FILE = "early_stopping.json"  # why a run stopped early; removed when it trains on
+COPY_STAGING_SUBDIR = "export_staging_copy"  # the best export is copied here, then moved into place
+_LOGGER = logging.getLogger(__name__)  # the lines a person reads (shown in quiet mode)
+
+
+def export_latest(engine, params):
+    """Exports the latest checkpoint to OUT/export/<serving_model_name>/<step>/."""
+    checkpoint_path, step = checkpoints.latest_checkpoint(params["output_dir"])
+    if checkpoint_path is None:
+        raise checkpoints.CheckpointError(f"output_dir={params['output_dir']!r} has no checkpoint "
+                                          f"to export: train first (--mode train_and_eval)")
+    export_base = os.path.join(params["output_dir"], signature.EXPORT_SUBDIR)
+    return evaluations.export_model(engine, params, checkpoint_path, step, export_base)
+
+
+def check_progress(before, after, params):
+    """The new global step; raises if training stopped without advancing it.
+
+    A training call returns quietly when its input ends at once (e.g. no records):
+    without this the loop would retrain from the same step forever.
+    """
+    if after is None or after <= (before or 0):
+        raise RuntimeError(
+            f"training did not advance past global step {before}: the training input "
+            f"{params['train_data_path']!r} yielded no full batch of "
+            f"train_batch_size={params['train_batch_size']}")
+    return after
+
+
+def train_and_evaluate(engine, params):
+    """Trains to train_steps with an evaluation every steps_per_eval; returns the export path.
+
+    A checkpoint without an eval record (the run was killed before or during its
+    evaluation, or mid-training) is evaluated first, so eval_results.jsonl and the best
+    export never miss a checkpoint the loop stopped at. With early_stopping_patience,
+    the loop ends once that many evaluations in a row did not improve on the best
+    (stop_early). Mode train trains in the same rounds without evaluating (a
+    continuous_eval job does).
+    """
+    output_dir = params["output_dir"]
+    evaluates = params["mode"] == "train_and_eval"
+    _, step = checkpoints.latest_checkpoint(output_dir)
+    if step:
+        _LOGGER.info("Resuming from step %d of %d", step, params["train_steps"])
+    if not step:
+        hparams_view.write_hparams(params)  # once per run: TensorBoard's HParams tab
+    while True:
+        if evaluates and step and step not in eval_records.evaluated_steps(output_dir):
+            evaluations.evaluate_and_record(engine, params)
+        if step >= params["train_steps"]:
+            return export_latest(engine, params)
+        stopped = stop_early(engine, params) if evaluates else None
+        if stopped:
+            return stopped
+        engine.train(min(step + params["steps_per_eval"], params["train_steps"]))
+        step = check_progress(step, checkpoints.latest_checkpoint(output_dir)[1], params)
+
+
+def stop_early(engine, params):
+    """When patience ran out: the best export copied to OUT/export/, the reason written to
+    OUT/early_stopping.json, and that export's path returned; None (and no stale reason
+    file) when training goes on."""
+    output_dir = params["output_dir"]
+    records = eval_records.read_eval_results(output_dir)
+    reason = early_stopping.stop_reason(records, params)
+    reason_path = os.path.join(output_dir, EARLY_STOPPING_FILE)
+    if reason is None:
+        if tf.io.gfile.exists(reason_path):  # an earlier stop, now resumed with more patience
+            tf.io.gfile.remove(reason_path)
+        return None
+    best = early_stopping.best_record(records, params["early_stopping_metric"])
+    exported = export_stopped_run(engine, params, best)
+    summary = {"stopped_at_step": records[-1]["global_step"], "best_step": best["global_step"],
+               "metric": params["early_stopping_metric"],
+               "best_value": best[params["early_stopping_metric"]],
+               "patience": params["early_stopping_patience"],
+               "export": eval_records.relative_to_run(output_dir, exported), "reason": reason}
+    eval_records.write_text_atomically(reason_path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    _LOGGER.info("early stopping at step %d: %s; serving export %s",
+                 summary["stopped_at_step"], reason, exported)
+    return exported
+
+
+def export_stopped_run(engine, params, best):
+    """OUT/export/<serving_model_name>/<best step>/: a copy of the best export. A best record
+    without one (the metric was changed mid-run) exports the latest checkpoint instead."""
+    output_dir = params["output_dir"]
+    if not best.get("best_export"):
+        return export_latest(engine, params)
+    export_base = os.path.join(output_dir, signature.EXPORT_SUBDIR)
+    target = os.path.join(export_base, params["serving_model_name"], str(best["global_step"]))
+    return copy_export(eval_records.path_in_run(output_dir, best["best_export"]), target,
+                       os.path.join(output_dir, COPY_STAGING_SUBDIR))
+
+
+def copy_export(source, target, staging):
+    """Copies an export directory to target (kept if it exists), whole: TF Serving polls target's
+    parent, so the copy is made in staging and then moved into place."""
+    if tf.io.gfile.exists(target):
+        return target
+    if tf.io.gfile.exists(staging):  # left over by a killed copy
+        tf.io.gfile.rmtree(staging)
+    for directory, _, files in tf.io.gfile.walk(source):
+        relative = directory[len(source):].strip("/")  # walk joins onto source; keeps gs://
+        tf.io.gfile.makedirs(os.path.join(staging, relative))
+        for name in files:
+            tf.io.gfile.copy(os.path.join(directory, name), os.path.join(staging, relative, name))
+    tf.io.gfile.makedirs(os.path.dirname(target))
+    tf.io.gfile.rename(staging, target)
+    return target
