@@ -37,10 +37,10 @@ import tensorflow as tf  # noqa: E402
 
 from bench import loadgen, raw_clients
 
-from common import signature  # noqa: E402
+from common import export_versions, signature  # noqa: E402
 from serving.grpc_client import GrpcClient  # noqa: E402
 from serving.rest_client import RestClient, ServerError  # noqa: E402
-from serving.standin import model_store  # noqa: E402
+from serving.standin import served_version  # noqa: E402
 
 BATCH_SIZE = 32
 LOAD_CLIENTS = 8
@@ -62,8 +62,8 @@ num_batch_threads { value: 2 }
 class InProcessClient:
     """The baseline: the SavedModel's serving_default called directly (same interface).
 
-    Called as the stand-in calls it (serving/standin/model_store.py's run_signature): the
-    JPEGs as a tf.string tensor, model_store.call_signature (the signature's flat call), the
+    Called as the stand-in calls it (serving/standin/served_version.py's run_signature): the
+    JPEGs as a tf.string tensor, served_version.call_signature (the signature's flat call), the
     outputs as numpy arrays.
     """
 
@@ -71,7 +71,7 @@ class InProcessClient:
         self.function = loaded.signatures[signature.SIGNATURE_DEFAULT]
 
     def predict(self, jpegs):
-        outputs = model_store.call_signature(
+        outputs = served_version.call_signature(
             self.function, {signature.INPUT_IMAGE_BYTES: tf.constant(jpegs, dtype=tf.string)})
         return {name: value.numpy() for name, value in outputs.items()}
 
@@ -117,8 +117,8 @@ def model_under_test(work_dir, model_base_path, jpegs):
     """(base path, model name, version, loaded SavedModel): model_base_path's highest version,
     or a fresh 1-step export in work_dir when model_base_path is None."""
     base = model_base_path or export_untrained_model(work_dir, jpegs)
-    version = max(int(v) for v in os.listdir(base) if v.isdigit())
-    loaded = tf.saved_model.load(os.path.join(base, str(version)))
+    version = export_versions.latest_version(base)
+    loaded = tf.saved_model.load(export_versions.version_dir(base, version))
     return base, os.path.basename(os.path.abspath(base)), version, loaded
 
 

@@ -25,9 +25,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from common import signature  # noqa: E402
-from serving.standin import (batching, config_files, json_writer, model_store,  # noqa: E402
-                             rest_routes)
+from common import export_versions, signature  # noqa: E402
+from serving.standin import (batching, config_files, json_writer, rest_routes,  # noqa: E402
+                             served_version)
 
 READY_LINE = "floor_server: ready"
 
@@ -89,8 +89,9 @@ class FloorProtocol(asyncio.Protocol):
 
 
 def load_model(model_base_path):
-    version = max(model_store.list_versions(model_base_path))
-    return model_store.ServedVersion("floor", version, os.path.join(model_base_path, str(version)))
+    version = export_versions.latest_version(model_base_path)
+    return served_version.ServedVersion(
+        "floor", version, export_versions.version_dir(model_base_path, version))
 
 
 def make_answer(served, jpeg):

@@ -14,7 +14,9 @@ import numpy as np
 import tensorflow as tf
 
 from common import signature
-from common.user_errors import UserError
+# resolve_export_dir: trainer/run/predictions.py and serving/batch_predict.py call it by this
+# module's name still; the rule itself is common/export_versions.py's.
+from common.export_versions import resolve_export_dir
 
 LABELS_TENSOR = f"{signature.LABELS_CONSTANT}:0"
 
@@ -25,28 +27,6 @@ class LoadedExport:
     function: object  # the serving_default ConcreteFunction
     labels: list      # class names, index = class id
     loaded: object    # keeps the SavedModel's variables alive
-
-
-class ExportNotFound(UserError):
-    """A model path that is neither an export version directory nor an export base."""
-
-
-def resolve_export_dir(path):
-    """(version directory, version) for an export base (its highest version, as TF Serving
-    serves) or a version directory itself: every command takes either, and says which."""
-    path = path.rstrip("/")
-    if tf.io.gfile.exists(f"{path}/saved_model.pb"):
-        name = path.rsplit("/", 1)[-1]
-        return path, int(name) if name.isdigit() else None
-    if tf.io.gfile.isdir(path):
-        versions = [int(name.rstrip("/")) for name in tf.io.gfile.listdir(path)
-                    if name.rstrip("/").isdigit()
-                    and tf.io.gfile.exists(f"{path}/{name.rstrip('/')}/saved_model.pb")]
-        if versions:
-            return f"{path}/{max(versions)}", max(versions)
-    raise ExportNotFound(
-        f"{path} is not an export: no saved_model.pb in it or in a numbered version directory "
-        f"below it; pass OUT/export/<model_name> or one of its version directories")
 
 
 def load_export(export_dir):

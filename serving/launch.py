@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 
-from common import console, signature
+from common import console, export_versions, signature
 
 DOCKER_IMAGE = "tensorflow/serving:2.15.1"  # the TF version the trainer exports with
 SERVERS = ("auto", "docker", "tensorflow_model_server", "standin")
@@ -126,8 +126,8 @@ def build_command(args):
 
 
 def version_numbers(base):
-    return sorted(int(name) for name in os.listdir(base) if name.isdigit()
-                  and os.path.isfile(os.path.join(base, name, "saved_model.pb")))
+    """serving/demo.py's name for export_versions.list_versions (until it calls that itself)."""
+    return export_versions.list_versions(base)
 
 
 def resolve_model_base(path):
@@ -137,11 +137,11 @@ def resolve_model_base(path):
     path = path.rstrip("/")
     if not os.path.isdir(path):
         raise ValueError(f"--model_base_path={path!r} is not a directory; pass OUT/export/<model_name>")
-    if not os.path.isfile(os.path.join(path, "saved_model.pb")):
+    if not export_versions.has_saved_model(path):
         return path, None
     base, version = os.path.dirname(path), os.path.basename(path)
-    highest = max(version_numbers(base), default=None)
-    if not version.isdigit() or int(version) != highest:
+    highest = export_versions.latest_version(base)
+    if not export_versions.is_version_name(version) or int(version) != highest:
         raise ValueError(f"{path} is a version directory, and TF Serving serves the highest version "
                          f"of its base ({highest} in {base}); pass {base}, or copy version "
                          f"{version} into a base of its own")

@@ -23,7 +23,7 @@ from tensorflow_serving.apis import (get_model_metadata_pb2, model_management_pb
 from common import predict_protos, signature
 
 from serving.standin import (config_files, errors, inference, metrics as metrics_lib,
-                             model_store, tensor_protos)
+                             signature_inputs, tensor_protos)
 
 # Concurrent RPCs, each holding a thread while its model call runs (the calls release the
 # GIL); with --enable_batching this bounds how many requests one batch can merge.
@@ -91,7 +91,7 @@ def predict(core, request):
     signature_def = served.signature_defs.get(name)
     if signature_def is None:
         raise errors.FailedPrecondition(f'Serving signature key "{name}" not found.')
-    model_store.check_input_names(signature_def, request.inputs)
+    signature_inputs.check_input_names(signature_def, request.inputs)
     inputs = read_request_tensors(request)
     output_names = select_output_names(signature_def, request.output_filter)
     outputs = served.predict(name, inputs)

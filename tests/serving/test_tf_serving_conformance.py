@@ -34,7 +34,7 @@ from tensorflow_serving.apis import (classification_pb2, get_model_metadata_pb2,
 from tensorflow_serving.config import model_server_config_pb2
 
 from common import predict_protos, signature
-from serving.standin import model_store, server
+from serving.standin import served_version, server
 from tests.serving import inference_models
 from tests.serving.conftest import b64, rest_call as rest
 
@@ -567,7 +567,7 @@ def test_tensorflow_load_and_run_metrics(examples_server, examples_base, example
 def test_a_failed_load_is_counted_as_fail(examples_server, tmp_path):
     (tmp_path / "saved_model.pb").write_bytes(b"not a SavedModel")
     with pytest.raises(Exception):
-        model_store.ServedVersion("broken", 1, str(tmp_path))
+        served_version.ServedVersion("broken", 1, str(tmp_path))
     key = (":tensorflow:cc:saved_model:load_attempt_count",
            (("model_path", str(tmp_path)), ("status", "fail")))
     assert scrape(examples_server)[key] == 1

@@ -10,9 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from common import signature, warmup
-
-from serving.standin import model_store
+from common import export_versions, signature, warmup
 
 from trainer.estimator import loop
 from trainer.export import contract, staging
@@ -65,7 +63,7 @@ def check_outputs(params, export_dir):
     best_versions = os.listdir(os.path.join(out, signature.BEST_EXPORT_SUBDIR, "image_classifier"))
     assert len(best_versions) == 1 and best_versions[0].isdigit()
     # The layout the serving stand-in (and TF Serving) loads, with warmup for every signature.
-    assert model_store.list_versions(os.path.dirname(export_dir)) == [4]
+    assert export_versions.list_versions(os.path.dirname(export_dir)) == [4]
     warmup_signatures = {r.model_spec.signature_name for r in warmup.read_warmup_requests(export_dir)}
     assert warmup_signatures == set(signature.SIGNATURES)
     contract.check_export(export_dir)  # exactly the contract's signatures, no TPU ops

@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from common import chunks, export_predictor, record_schema, signature
+from common import chunks, export_predictor, export_versions, record_schema, signature
 from common.user_errors import UserError
 from trainer.settings import table
 from trainer.run import eval_records
@@ -59,15 +59,6 @@ def read_run_params(output_dir):
     return params
 
 
-def export_versions(model_base):
-    """Version numbers under an export base that hold a saved_model.pb, highest first."""
-    if not tf.io.gfile.isdir(model_base):
-        return []
-    names = [name.rstrip("/") for name in tf.io.gfile.listdir(model_base)]
-    return sorted((int(n) for n in names if n.isdigit()
-                   and tf.io.gfile.exists(os.path.join(model_base, n, "saved_model.pb"))), reverse=True)
-
-
 def serving_model_name(params):
     return params.get("serving_model_name") or signature.DEFAULT_MODEL_NAME
 
@@ -76,9 +67,9 @@ def find_export(output_dir, model_name):
     """(export dir, step, "best" or "latest"): OUT/best_export first, else OUT/export."""
     for subdir, kind in ((signature.BEST_EXPORT_SUBDIR, "best"), (signature.EXPORT_SUBDIR, "latest")):
         base = os.path.join(output_dir, subdir, model_name)
-        versions = export_versions(base)
-        if versions:
-            return os.path.join(base, str(versions[0])), versions[0], kind
+        version = export_versions.latest_version(base)
+        if version is not None:
+            return export_versions.version_dir(base, version), version, kind
     raise ReportError(f"{output_dir} has no export yet (nothing under {signature.BEST_EXPORT_SUBDIR}/"
                       f"{model_name} or {signature.EXPORT_SUBDIR}/{model_name}); "
                       "let trainer.task finish an evaluation or run it with --mode export")

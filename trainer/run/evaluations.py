@@ -25,7 +25,7 @@ import time
 
 import tensorflow as tf
 
-from common import signature
+from common import export_versions, signature
 from trainer.cloud import hptuning
 from trainer.export import staging
 from trainer.objective import metrics
@@ -131,13 +131,12 @@ def export_best(engine, params, checkpoint_path, step, staging_dir=None):
     best_base = os.path.join(params["output_dir"], signature.BEST_EXPORT_SUBDIR)
     export_params = dict(params, output_dir=staging_dir) if staging_dir else params
     path = export_model(engine, export_params, checkpoint_path, step, best_base)
-    remove_other_versions(os.path.dirname(path), keep=str(step))
+    remove_other_versions(os.path.dirname(path), keep=step)
     return path
 
 
 def remove_other_versions(model_base, keep):
     """Deletes every version directory under model_base except keep (TF Serving serves the highest)."""
-    for name in tf.io.gfile.listdir(model_base):
-        name = name.rstrip("/")
-        if name.isdigit() and name != keep:
-            tf.io.gfile.rmtree(os.path.join(model_base, name))
+    for version in export_versions.list_versions(model_base, complete=False):
+        if version != keep:
+            tf.io.gfile.rmtree(export_versions.version_dir(model_base, version))

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from serving.grpc_client import GrpcClient
 from serving.rest_client import RestClient, ServerError
-from serving.standin import config_files, model_store, server
+from serving.standin import config_files, served_version, server
 
 METRICS_PATH = "/monitoring/prometheus/metrics"
 CLIENTS = 8
@@ -74,7 +74,7 @@ def test_concurrent_requests_share_one_model_call(batching_server, tiny_export_b
     before = sample_value(scrape(batching_server), name)
     batched = send_together(make_client, sample_jpegs[:CLIENTS])
     assert sample_value(scrape(batching_server), name) - before == 1
-    direct = model_store.ServedVersion("image_classifier", 1, str(tiny_export_base / "1"))
+    direct = served_version.ServedVersion("image_classifier", 1, str(tiny_export_base / "1"))
     np.testing.assert_allclose(batched, direct.predict("", {"image_bytes": sample_jpegs[:CLIENTS]})[
         "probabilities"], atol=1e-6)
 
@@ -121,13 +121,13 @@ def test_a_full_queue_is_503_and_unavailable(tiny_export_base, sample_jpegs, mon
     """The model call is held, so one batch runs and one waits: the next request finds the
     queue full (max_enqueued_batches=1) and gets TF Serving's UNAVAILABLE / HTTP 503."""
     release, started = threading.Event(), threading.Event()
-    original = model_store.ServedVersion.run_signature
+    original = served_version.ServedVersion.run_signature
 
     def held(self, name, tensors):
         started.set()
         release.wait(30)
         return original(self, name, tensors)
-    monkeypatch.setattr(model_store.ServedVersion, "run_signature", held)
+    monkeypatch.setattr(served_version.ServedVersion, "run_signature", held)
     options = config_files.BatchingOptions(max_batch_size=1, max_enqueued_batches=1,
                                            num_batch_threads=1)
     running = server.start_server("image_classifier", str(tiny_export_base), batching=options,

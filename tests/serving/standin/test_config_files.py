@@ -5,7 +5,7 @@
 import pytest
 from google.protobuf import text_format
 
-from serving.standin import config_files, model_store
+from serving.standin import config_files, version_policy
 
 MODEL_CONFIG = """
 model_config_list {
@@ -132,4 +132,4 @@ def test_declared_messages_have_tf_servings_field_numbers():
 def test_version_policies_pick_like_tf_serving(policy, present, served):
     from tensorflow_serving.config import file_system_storage_path_source_pb2 as fs
     proto = text_format.Parse(policy, fs.FileSystemStoragePathSourceConfig.ServableVersionPolicy())
-    assert model_store.select_versions(proto, present) == served
+    assert version_policy.select_versions(proto, present) == served

@@ -15,7 +15,7 @@ from tensorflow_serving.apis.get_model_status_pb2 import ModelVersionStatus
 from bench import loadgen
 from common import predict_protos
 
-from serving.standin import model_store, server
+from serving.standin import server, served_version
 from serving.grpc_client import GrpcClient
 from tests.serving.conftest import wait_for
 from serving.rest_client import RestClient, ServerError
@@ -52,15 +52,6 @@ def predicted_version(running, jpegs):
         response = prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(
             request, timeout=30)
     return response.model_spec.version.value
-
-
-def test_list_versions_ignores_non_versions(tmp_path):
-    for name in ("1", "10", "2", "temp-123", "3"):
-        (tmp_path / name).mkdir()
-    for name in ("1", "10", "2", "temp-123"):
-        (tmp_path / name / "saved_model.pb").write_bytes(b"")
-    assert model_store.list_versions(str(tmp_path)) == [1, 2, 10]
-    assert model_store.list_versions(str(tmp_path / "absent")) == []
 
 
 def test_server_picks_up_a_newer_version_and_skips_a_broken_one(tmp_path, sample_jpegs,
@@ -166,8 +157,8 @@ def test_deleting_the_served_version_falls_back_and_reports_end(tmp_path, sample
 
 
 def test_warmup_requests_are_replayed_on_load(tiny_export_base):
-    served = model_store.ServedVersion("image_classifier", 1, str(tiny_export_base / "1"))
-    assert model_store.warm_up(served) == 3  # two single images and their batch
+    served = served_version.ServedVersion("image_classifier", 1, str(tiny_export_base / "1"))
+    assert served_version.warm_up(served) == 3  # two single images and their batch
 
 
 @pytest.mark.parametrize("transport", ["rest", "grpc"])
@@ -188,7 +179,7 @@ def test_bounded_load_completes_without_errors(standin, sample_jpegs, transport)
 
 
 def test_the_flat_signature_call_answers_as_the_keyword_call(tiny_export_base, sample_jpegs):
-    """model_store.call_signature (TF's flat call, for speed) gives the keyword call's outputs,
+    """served_version.call_signature (TF's flat call, for speed) gives the keyword call's outputs,
     and falls back to the keyword call on a function without the private method."""
     import numpy as np
     import tensorflow as tf
@@ -202,7 +193,7 @@ def test_the_flat_signature_call_answers_as_the_keyword_call(tiny_export_base, s
         def __call__(self, **kwargs):
             return function(**kwargs)
     for callee in (function, KeywordOnly()):
-        outputs = model_store.call_signature(callee, tensors)
+        outputs = served_version.call_signature(callee, tensors)
         assert set(outputs) == set(expected)
         for key, value in outputs.items():
             np.testing.assert_array_equal(value.numpy(), expected[key])
