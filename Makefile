@@ -1,20 +1,37 @@
 # Two commands do everything on a fresh clone (each builds .venv from the lock if needed):
 #   make demo   - the whole job end to end on the bundled demo data
 #   make test   - the test suite
+# The second environment (current TensorFlow, no tensorflow-estimator; docs/migration.md):
+#   make test-keras - builds .venv-keras from requirements-keras.lock if needed, runs its suite
 VENV := .venv
 PY := $(VENV)/bin/python
+VENV_KERAS := .venv-keras
+PY_KERAS := $(VENV_KERAS)/bin/python
 WORK ?= work/demo
 
-.PHONY: venv test demo bench lock clean
+.PHONY: venv venv-keras test test-keras demo bench lock lock-keras clean
 
-# Rebuilt only when the lock file changes.
+# Rebuilt only when the lock file changes (install_venv.sh: in a temporary directory,
+# renamed into place once the install succeeded).
 $(VENV)/.installed: requirements.lock
 	bash tools/install_venv.sh
 
+# tf.keras is tf-keras (Keras 2) in this venv: docs/migration.md, "The second environment".
+$(VENV_KERAS)/.installed: requirements-keras.lock
+	VENV=$(VENV_KERAS) LOCK=requirements-keras.lock VENV_ENV=TF_USE_LEGACY_KERAS=1 \
+	  bash tools/install_venv.sh
+
 venv: $(VENV)/.installed
+
+venv-keras: $(VENV_KERAS)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest
+
+# The tests that run without tensorflow-estimator (tests/keras_env.txt); a test among
+# them that needs the Estimator is skipped there, saying why (tests/conftest.py).
+test-keras: $(VENV_KERAS)/.installed
+	$(PY_KERAS) -m pytest $$(grep -v '^#' tests/keras_env.txt)
 
 demo: $(VENV)/.installed
 	bash tools/demo.sh $(WORK)
@@ -27,6 +44,11 @@ lock:
 	uv pip compile requirements.in --python-version 3.11 \
 	  --python-platform x86_64-manylinux_2_28 --generate-hashes \
 	  --no-emit-package tpu-image-classifier -o requirements.lock
+
+# Re-resolve requirements-keras.lock from requirements-keras.in (needs uv on PATH).
+lock-keras:
+	uv pip compile requirements-keras.in --python-version 3.11 \
+	  --python-platform x86_64-manylinux_2_28 --generate-hashes -o requirements-keras.lock
 
 clean:
 	rm -rf work .pytest_cache

@@ -1,27 +1,71 @@
 #!/usr/bin/env bash
-# Create .venv from requirements.lock with no dependency resolution.
-#   bash tools/install_venv.sh            # uses uv when it is on PATH, else pip
+# Build a venv from a lock file with no dependency resolution.
+#   bash tools/install_venv.sh                   # .venv from requirements.lock (uv when on PATH, else pip)
+#   VENV=.venv-keras LOCK=requirements-keras.lock VENV_ENV=TF_USE_LEGACY_KERAS=1 \
+#       bash tools/install_venv.sh               # the second environment (make venv-keras)
 #   INSTALLER=pip bash tools/install_venv.sh
-# Every package (and every hash) comes from requirements.lock; nothing is resolved.
+# Every package (and every hash) comes from LOCK; nothing is resolved.
+# VENV/.installed is a copy of the lock it was built from: when it equals LOCK byte for
+# byte, nothing is done. Otherwise the new venv is built in a temporary sibling directory
+# and renamed into place only once its install has succeeded, so a failed or interrupted
+# install never touches a working VENV; only that temporary directory is deleted.
+# VENV_ENV: NAME=VALUE pairs (space-separated) that every Python of the venv starts with
+# (a .pth file; os.environ.setdefault, so a value set by the caller wins).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3.11}
 VENV=${VENV:-.venv}
+LOCK=${LOCK:-requirements.lock}
+VENV_ENV=${VENV_ENV:-}
 INSTALLER=${INSTALLER:-$(command -v uv >/dev/null 2>&1 && echo uv || echo pip)}
 
-echo "install: creating $VENV with $PYTHON using $INSTALLER" >&2
-rm -rf "$VENV"
+if [ ! -f "$LOCK" ]; then
+  echo "install: error: lock file $LOCK not found" >&2
+  exit 2
+fi
+if [ -f "$VENV/.installed" ] && cmp -s "$LOCK" "$VENV/.installed"; then
+  touch "$VENV/.installed"  # newer than the lock again, so make stops asking
+  echo "install: $VENV is already built from $LOCK" >&2
+  exit 0
+fi
+
+final=$(cd "$(dirname "$VENV")" && pwd)/$(basename "$VENV")
+build=$(mktemp -d "$final.building.XXXXXX")
+trap 'rm -rf "$build"' EXIT  # the temporary build only: never $VENV
+echo "install: building $VENV from $LOCK with $PYTHON using $INSTALLER (in $build)" >&2
 if [ "$INSTALLER" = uv ]; then
-  uv venv -q "$VENV" --python "$PYTHON"
-  uv pip sync -q --python "$VENV/bin/python" --require-hashes requirements.lock
+  uv venv -q --allow-existing "$build" --python "$PYTHON"
+  uv pip sync -q --python "$build/bin/python" --require-hashes "$LOCK"
 else
-  "$PYTHON" -m venv "$VENV"
-  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --require-hashes -r requirements.lock
+  "$PYTHON" -m venv "$build"
+  "$build/bin/pip" install -q --disable-pip-version-check --no-deps --require-hashes -r "$LOCK"
 fi
 # The project itself runs from the checkout (python -m ...); a .pth file makes it
 # importable from any working directory (gcloud local train, subprocess tests)
 # without an editable install that would need a build step.
-site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+site=$("$build/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 pwd > "$site/tpu_image_classifier.pth"
-cp requirements.lock "$VENV/.installed"
-echo "install: done ($("$VENV/bin/python" -c 'import tensorflow as tf; print("tensorflow", tf.__version__)' 2>/dev/null))" >&2
+if [ -n "$VENV_ENV" ]; then
+  for pair in $VENV_ENV; do
+    printf 'import os; os.environ.setdefault(%s, %s)\n' \
+      "'${pair%%=*}'" "'${pair#*=}'" >> "$site/tpu_image_classifier_env.pth"
+  done
+fi
+# Scripts (pip, pytest, activate) name the venv by its absolute path: give them the final one.
+grep -rlIF "$build" "$build/bin" "$build/pyvenv.cfg" | while read -r file; do
+  sed -i "s|$build|$final|g" "$file"
+done
+cp "$LOCK" "$build/.installed"
+# Into place: the old venv (if any) is moved aside only now, and deleted once the new one is in.
+old=""
+if [ -e "$VENV" ]; then
+  old=$(mktemp -d "$final.old.XXXXXX")
+  mv "$VENV" "$old/venv"
+fi
+if ! mv "$build" "$VENV"; then
+  [ -z "$old" ] || mv "$old/venv" "$VENV"  # put the working venv back
+  exit 1
+fi
+trap - EXIT
+[ -z "$old" ] || rm -rf "$old"
+echo "install: done ($("$VENV/bin/python" -c 'import tensorflow as tf; print("tensorflow", tf.__version__)' 2>/dev/null || echo "no tensorflow"))" >&2

@@ -72,8 +72,9 @@ def pip_install_options(command, lock):
 def ci_lock_install():
     """The pip line of tools/install_venv.sh, the install CI runs (make test -> make venv)."""
     script = (ROOT / "tools/install_venv.sh").read_text().replace("\\\n", " ")
+    script = script.replace('"$LOCK"', "requirements.lock")  # LOCK's default, make test's lock
     (line,) = [line for line in script.splitlines() if "pip\" install" in line and "requirements.lock" in line]
-    return pip_install_options(line.replace('"$VENV/bin/pip"', "pip"), "requirements.lock")
+    return pip_install_options(line.replace('"$build/bin/pip"', "pip"), "requirements.lock")
 
 
 def lock_pin(lock, package):
