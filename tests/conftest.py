@@ -5,6 +5,7 @@
 import io
 import os
 import pathlib
+import socket
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -32,6 +33,43 @@ def pattern_image(height, width, seed, channels=3):
               for c in range(channels)]
     image = np.stack(planes, axis=-1).astype(np.uint8)
     return image[..., 0] if channels == 1 else image
+
+
+def free_ports(count):
+    """count distinct loopback ports the OS reports free now (all bound at once, then closed)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def free_port():
+    """One loopback port the OS reports free now."""
+    return free_ports(1)[0]
+
+
+def free_port_range(count):
+    """The first of count consecutive free loopback ports (gcloud --start-port takes a block)."""
+    for _ in range(50):
+        start = free_port()
+        if start + count > 65535:
+            continue
+        sockets = []
+        try:
+            for port in range(start, start + count):
+                sockets.append(socket.socket())
+                sockets[-1].bind(("127.0.0.1", port))
+            return start
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+    raise RuntimeError(f"no {count} consecutive free ports found")
 
 
 @pytest.fixture

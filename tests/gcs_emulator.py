@@ -13,18 +13,13 @@ at the emulator for that test only.
 """
 import itertools
 import json
-import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
 import uuid
 
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.conftest import free_port
 
 
 class FakeGcsServer:

@@ -6,7 +6,6 @@ piece runs alone, the done-token handshake with real in-process servers.
     .venv/bin/python -m pytest tests/cloud/test_cluster_roles.py
 """
 import json
-import socket
 import threading
 
 import pytest
@@ -15,6 +14,7 @@ import tensorflow as tf
 from trainer.cloud import tf_config
 from trainer.estimator import cluster, loop
 from trainer import chain
+from tests.conftest import free_ports
 
 
 def make_tf_config(task_type, index=0, workers=1, chief="chief", ports=None):
@@ -22,16 +22,6 @@ def make_tf_config(task_type, index=0, workers=1, chief="chief", ports=None):
     spec = {chief: [f"localhost:{ports[0]}"], "ps": [f"localhost:{ports[1]}"],
             "worker": [f"localhost:{port}" for port in ports[2:2 + workers]]}
     return {"cluster": spec, "task": {"type": task_type, "index": index}, "environment": "cloud"}
-
-
-def free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for sock in sockets:
-        sock.bind(("127.0.0.1", 0))
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
 
 
 def test_read_tf_config_unset_and_bad_json():

@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ import time
 import pytest
 
 from trainer.export import contract
+from tests.conftest import free_port_range
 
 GCLOUD = shutil.which("gcloud")
 pytestmark = pytest.mark.skipif(GCLOUD is None, reason="gcloud (Google Cloud SDK) is not installed")
@@ -48,29 +48,6 @@ def gcloud_env(tmp_path_factory):
 @pytest.fixture
 def dataset(write_tfrecord_dataset):
     return write_tfrecord_dataset(counts={"train": 32, "eval": 11}, size=20)
-
-
-def free_port_range(count):
-    """The first of count consecutive free local ports (gcloud --start-port takes a block)."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            start = probe.getsockname()[1]
-        if start + count > 65535:
-            continue
-        sockets = []
-        try:
-            for port in range(start, start + count):
-                sock = socket.socket()
-                sockets.append(sock)
-                sock.bind(("127.0.0.1", port))
-            return start
-        except OSError:
-            continue
-        finally:
-            for sock in sockets:
-                sock.close()
-    raise RuntimeError(f"no {count} consecutive free ports found")
 
 
 def group_members(pgid):

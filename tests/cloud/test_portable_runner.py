@@ -24,18 +24,12 @@ from apache_beam.options.pipeline_options import FlinkRunnerOptions, SetupOption
 from common import beam_pipeline
 from preprocess import jpeg_to_tfrecord, output_dir
 from serving import batch_predict
-from tests.conftest import LABELS, NUM_GOOD_IMAGES, make_jpeg_bytes
+from tests.conftest import LABELS, NUM_GOOD_IMAGES, free_port, make_jpeg_bytes
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 STARTUP_SECONDS = 90  # the job service imports Beam first (a few seconds here)
 # The Flink versions Beam 2.72's FlinkRunner accepts; docs/cloud.md lists the same.
 FLINK_VERSIONS = ["1.17", "1.18", "1.19", "1.20"]
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_for_port(port, process, log_path):

@@ -9,8 +9,7 @@ import time
 import pytest
 
 from preprocess import jpeg_to_tfrecord
-from tests.conftest import encode_image, pattern_image
-from tests.gcs_emulator import free_port
+from tests.conftest import encode_image, free_port, pattern_image
 from tests.preprocess.conftest import IN_PROCESS, read_split
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -20,6 +20,7 @@ import pytest
 from serving import demo, launch
 
 from serving.standin import server
+from tests.conftest import free_port
 
 
 def write_fake_tool(directory, name, exit_code=0):
@@ -91,12 +92,6 @@ def test_launcher_refuses_a_version_that_is_not_the_highest(tiny_export_base, tm
 def test_server_help_calls_itself_a_stand_in():
     text = " ".join(server.build_parser().format_help().split())
     assert "stand-in" in text and "Not a replacement for TF Serving" in text
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def run_in_own_session(argv, timeout, **kwargs):
