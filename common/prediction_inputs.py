@@ -1,16 +1,24 @@
-"""Batch-prediction inputs: image URIs from a CSV or JPEGs from TFRecords, checked before any model.
+"""Batch-prediction inputs: a CSV of image URIs, a folder or glob of images, or TFRecords,
+each image checked before any model.
 
 Both batch routes (trainer/estimator/predict.py on the accelerator, serving/batch_predict.py
 on Beam) read images here and check each one with the decoder serving uses
 (common/image_ops.decode_image), so an unreadable or corrupt image becomes an
 error record naming it instead of failing a whole batch in the graph.
+What a path is (input_kind): a .csv file is a CSV of 'uri[,label]' lines; a folder
+is every image file below it (IMAGE_EXTENSIONS, hidden names skipped, other files
+named in a log line); a glob whose matches are all image files is those images; any
+other path or glob is TFRecords. An input that can give no image at all (an empty
+folder, a glob matching nothing, a missing CSV) is NoUsableInput, one line.
 Files are read with tf.io.gfile (local, gs://), not Beam's FileSystems: the
 trainer imports this module, and importing Beam installs a root log handler
 that silences the trainer's own logging.basicConfig.
 
     .venv/bin/python -m common.prediction_inputs work/demo/images/eval.csv   # count usable images
+    .venv/bin/python -m common.prediction_inputs 'photos/*.png'               # a glob of images
 """
 import dataclasses
+import logging
 import posixpath
 import re
 import sys
@@ -19,6 +27,18 @@ import tensorflow as tf
 
 from common import image_ops, image_uris, record_schema
 from common.image_uris import CORRUPT_IMAGE, EMPTY_FILE, InputRejected
+from common.user_errors import UserError
+
+# The file names a folder or glob of images is made of: what serving's decoder reads
+# (common/image_ops.decode_image: JPEG, PNG, GIF, BMP), by extension, any case.
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp")
+GLOB_CHARACTERS = "*?["
+EXPECTED_CSV = "'uri[,label]' lines naming JPEG, PNG, GIF or BMP files"
+_LOGGER = logging.getLogger(__name__)
+
+
+class NoUsableInput(UserError):
+    """The input can give no image to classify: nothing is predicted and nothing written."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +51,65 @@ class InputImage:
 
 def is_csv(path):
     return path.lower().endswith(".csv")
+
+
+def is_image_name(path):
+    return path.lower().endswith(IMAGE_EXTENSIONS)
+
+
+def is_glob(path):
+    return any(char in path for char in GLOB_CHARACTERS)
+
+
+def input_kind(path):
+    """"csv", "images" (a folder, or a glob of image files only) or "tfrecords"."""
+    if is_csv(path) and not is_glob(path):
+        return "csv"
+    if not is_glob(path):
+        return "images" if tf.io.gfile.isdir(path) or is_image_name(path) else "tfrecords"
+    matches = tf.io.gfile.glob(path)
+    return "images" if matches and all(is_image_name(m) for m in matches) else "tfrecords"
+
+
+def list_image_files(path):
+    """The sorted image files of a folder (recursively) or a glob; NoUsableInput when none."""
+    if not is_glob(path) and tf.io.gfile.isdir(path):
+        files = sorted(walk_files(path.rstrip("/")))
+    else:
+        files = sorted(tf.io.gfile.glob(path))
+    images = [f for f in files if is_image_name(f)]
+    others = [f for f in files if not is_image_name(f)]
+    if not images:
+        found = f"{len(others)} other file(s), e.g. {others[0]}" if others else "nothing"
+        raise NoUsableInput(f"{path} has no image files: expected files named "
+                            f"{', '.join(IMAGE_EXTENSIONS)} (any case); found {found}")
+    if others:
+        _LOGGER.warning("Skipped %d file(s) under %s whose names are not images (%s): %s",
+                        len(others), path, ", ".join(IMAGE_EXTENSIONS), name_some(others))
+    return images
+
+
+def walk_files(folder):
+    """Every file below folder; names starting with '.' (hidden files and folders) are skipped."""
+    for directory, subdirs, names in tf.io.gfile.walk(folder):
+        subdirs[:] = [d for d in subdirs if not d.startswith(".")]
+        yield from (posixpath.join(directory, n) for n in names if not n.startswith("."))
+
+
+def name_some(paths, shown=3):
+    more = f", ... ({len(paths)} in all)" if len(paths) > shown else ""
+    return ", ".join(paths[:shown]) + more
+
+
+def check_csv_path(path, flag="--predict_input", exists=None, isdir=None):
+    """NoUsableInput unless path is a CSV file (not missing, not a folder); exists and isdir
+    default to tf.io.gfile's (Beam's route passes FileSystems-based ones)."""
+    if (isdir or tf.io.gfile.isdir)(path):
+        images_flag = "--input_images" if flag == "--input_csv" else flag
+        raise NoUsableInput(f"{flag} {path} is a folder, not a CSV of {EXPECTED_CSV}; to classify "
+                            f"the images in it, pass {images_flag} {path}")
+    if not (exists or tf.io.gfile.exists)(path):
+        raise NoUsableInput(f"{flag} {path} does not exist; expected a CSV of {EXPECTED_CSV}")
 
 
 def parse_uri_line(line, csv_dir, origin=""):
@@ -86,10 +165,16 @@ def read_csv_uris(path):
 
 
 def read_tfrecord_images(file_pattern):
-    """Yields a checked InputImage per record of the TFRecords matching file_pattern."""
+    """A checked InputImage per record of the TFRecords matching file_pattern (an iterator);
+    NoUsableInput at once when nothing matches."""
     paths = sorted(tf.io.gfile.glob(file_pattern))
     if not paths:
-        raise ValueError(f"predict input {file_pattern!r} matches no files")
+        raise NoUsableInput(f"{file_pattern} matches no files; expected a CSV of {EXPECTED_CSV}, "
+                            f"a folder or glob of images, or a TFRecord glob")
+    return iter_records(paths)
+
+
+def iter_records(paths):
     for path in paths:
         for number, record in enumerate(tf.compat.v1.io.tf_record_iterator(path)):
             yield image_from_record(record, f"{path}:{number}")
@@ -111,14 +196,30 @@ def image_from_record(record, fallback_uri):
 
 
 def read_inputs(path):
-    """Every InputImage of a CSV ('uri[,label]' lines) or a TFRecord glob, in input order."""
-    if not is_csv(path):
-        yield from read_tfrecord_images(path)
+    """Every InputImage of a CSV ('uri[,label]' lines), a folder or glob of images, or a
+    TFRecord glob, in input order. The path is checked at once (before the first image is
+    asked for): NoUsableInput when it can give no image."""
+    kind = input_kind(path)
+    if kind == "images":
+        return (load_uri(uri) for uri in list_image_files(path))
+    if kind == "tfrecords":
+        return read_tfrecord_images(path)
+    check_csv_path(path)
+    return (item if isinstance(item, InputImage) else load_uri(*item)
+            for item in read_csv_uris(path))
+
+
+def check_some_usable(source, images, errors):
+    """NoUsableInput unless some of `images` inputs of source were classified; errors:
+    {reason: count} of the ones that were not."""
+    if images > sum(errors.values()):
         return
-    if not tf.io.gfile.exists(path):
-        raise ValueError(f"predict input {path!r} does not exist")
-    for item in read_csv_uris(path):
-        yield item if isinstance(item, InputImage) else load_uri(*item)
+    if not images:
+        raise NoUsableInput(f"{source} gave no input rows or images; expected a CSV of "
+                            f"{EXPECTED_CSV}, a folder or glob of images, or TFRecords")
+    reasons = ", ".join(f"{reason}: {n}" for reason, n in sorted(errors.items()))
+    raise NoUsableInput(f"none of the {images} input(s) of {source} is a usable image ({reasons}); "
+                        f"nothing was written")
 
 
 def main(argv):

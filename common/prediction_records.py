@@ -3,8 +3,10 @@
 One record per input image: {"uri", "class_index", "class", "top_k": [{"class",
 "probability"}, ...]} for a prediction, {"uri", "error": {"reason", "detail"}}
 for an image that could not be classified. Written as JSON lines (sharded) or
-as one CSV with CSV_COLUMNS. A run replaces the files an earlier run of the same
-format wrote under the same prefix, as a whole; the other format's files stay.
+as one CSV with CSV_COLUMNS, with a summary.json. A run writes everything into a
+staging folder beside its output and moves it into place only when complete
+(publish): it replaces the files an earlier run of the same format wrote under the
+same prefix, and the earlier summary, as a whole; the other format's files stay.
 
     .venv/bin/python -m common.prediction_records OUT/predictions   # print the summary of a run
 """
@@ -14,12 +16,14 @@ import io
 import json
 import logging
 import math
-import os
+import posixpath
 import sys
+import time
+import uuid
 
 import tensorflow as tf
 
-from common.signature import DEFAULT_TOP_K, PREDICTION_FORMATS as FORMATS  # noqa: F401 (defined there)
+from common.signature import PREDICTION_FORMATS
 
 CSV_COLUMNS = ("uri", "class_index", "class", "probability", "top_k_classes",
                "top_k_probabilities", "error", "label")
@@ -30,6 +34,7 @@ CSV_COLUMNS = ("uri", "class_index", "class", "probability", "top_k_classes",
 OUTPUT_PATTERNS = {"jsonl": "{prefix}-?????-of-?????.jsonl", "csv": "{prefix}.csv"}
 PREDICTIONS_PREFIX = "predictions"  # write_records' file names inside its output directory
 SUMMARY_FILE = "summary.json"  # the latest write_records run: counts and its format
+STAGING_PREFIX = "_staging-"  # a run's own folder beside its output until it is complete
 _LOGGER = logging.getLogger(__name__)
 
 
@@ -104,9 +109,31 @@ def write_text(path, lines):
         f.write("".join(line + "\n" for line in lines))
 
 
+class GfileOps:
+    """The few file operations staging and publishing need, through tf.io.gfile (local, gs://).
+    serving/batch_predict.py passes its own (Beam's FileSystems) with the same methods."""
+
+    glob = staticmethod(tf.io.gfile.glob)
+    exists = staticmethod(tf.io.gfile.exists)
+
+    @staticmethod
+    def delete(paths):
+        for path in paths:
+            tf.io.gfile.remove(path)
+
+    @staticmethod
+    def rename(source, destination):
+        tf.io.gfile.rename(source, destination, overwrite=True)
+
+    @staticmethod
+    def remove_tree(path):
+        if tf.io.gfile.exists(path):
+            tf.io.gfile.rmtree(path)
+
+
 def check_format(output_format):
-    if output_format not in FORMATS:
-        raise ValueError(f"format={output_format!r} is not one of {list(FORMATS)}")
+    if output_format not in PREDICTION_FORMATS:
+        raise ValueError(f"format={output_format!r} is not one of {list(PREDICTION_FORMATS)}")
 
 
 def output_pattern(prefix, output_format):
@@ -115,7 +142,7 @@ def output_pattern(prefix, output_format):
     return OUTPUT_PATTERNS[output_format].format(prefix=prefix)
 
 
-def remove_earlier_outputs(prefix, output_format):
+def remove_earlier_outputs(prefix, output_format, files=GfileOps):
     """Deletes an earlier run's output_format files under prefix and logs how many.
 
     The other format's files are kept and named in a warning: they are not this
@@ -123,14 +150,13 @@ def remove_earlier_outputs(prefix, output_format):
     Returns the removed paths.
     """
     pattern = output_pattern(prefix, output_format)
-    removed = sorted(tf.io.gfile.glob(pattern))
-    for path in removed:
-        tf.io.gfile.remove(path)
+    removed = sorted(files.glob(pattern))
+    files.delete(removed)
     if removed:
         _LOGGER.info("Removed %d file(s) of an earlier %s run matching %s: this run's output "
                      "replaces them", len(removed), output_format, pattern)
-    for other in FORMATS:
-        kept = sorted(tf.io.gfile.glob(output_pattern(prefix, other)))
+    for other in PREDICTION_FORMATS:
+        kept = sorted(files.glob(output_pattern(prefix, other)))
         if other != output_format and kept:
             _LOGGER.warning("Kept %d %s file(s) of an earlier run (%s): this %s run does not "
                             "replace another format's files; delete them if they are stale",
@@ -144,6 +170,50 @@ def name_some(paths, shown=3):
     return ", ".join(paths[:shown]) + more
 
 
+def staging_dir(prefix, run_id):
+    """DIR/_staging-<name>-<run_id>: where a run writing prefix DIR/<name> writes everything
+    first. Readers' globs (DIR/<name>-*, DIR/<name>.csv) never match it."""
+    directory, name = posixpath.split(prefix)
+    return posixpath.join(directory, f"{STAGING_PREFIX}{name}-{run_id}")
+
+
+def new_run_id():
+    """Start time first, so that earlier runs' staging folders sort before this one's."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
+def publish(staging, prefix, output_format, summary_path, files=GfileOps):
+    """Moves a finished run's staged files into place under prefix, summary last.
+
+    The earlier summary goes first, so that from then on nothing looks finished; then
+    the earlier run's output_format files (remove_earlier_outputs; the other format's
+    stay). A run killed before this leaves only its staging folder; one killed during
+    it leaves shards without a summary. Earlier runs' staging folders are removed after.
+    """
+    name = posixpath.basename(prefix)
+    staged_summary = posixpath.join(staging, SUMMARY_FILE)
+    if files.exists(summary_path):
+        files.delete([summary_path])
+    remove_earlier_outputs(prefix, output_format, files)
+    for path in sorted(files.glob(output_pattern(posixpath.join(staging, name), output_format))):
+        files.rename(path, posixpath.join(posixpath.dirname(prefix), posixpath.basename(path)))
+    files.rename(staged_summary, summary_path)
+    files.remove_tree(staging)
+    remove_leftover_staging(prefix, staging, files)
+
+
+def remove_leftover_staging(prefix, staging, files=GfileOps):
+    """Deletes the staging folders of runs into prefix that started before this one (killed
+    or failed: a finished run removes its own) and says so."""
+    pattern = staging_dir(prefix, "*")
+    older = [path.rstrip("/") for path in files.glob(pattern) if path.rstrip("/") < staging]
+    for path in older:
+        files.remove_tree(path)
+    if older:
+        _LOGGER.info("Removed %d staging folder(s) of earlier unfinished runs: %s",
+                     len(older), name_some(older))
+
+
 def write_jsonl_shards(records, prefix, records_per_shard):
     num_shards = max(1, math.ceil(len(records) / records_per_shard))
     for shard in range(num_shards):
@@ -151,29 +221,35 @@ def write_jsonl_shards(records, prefix, records_per_shard):
         write_text(f"{prefix}-{shard:05d}-of-{num_shards:05d}.jsonl", [to_json_line(r) for r in chunk])
 
 
-def write_records(records, output_dir, output_format, records_per_shard, class_names=None):
-    """Writes predictions-NNNNN-of-NNNNN.jsonl shards or predictions.csv, and summary.json.
-
-    Returns the summary (summary.json's content: counts and "format"). The
-    earlier run's files of the same format are removed first
-    (remove_earlier_outputs); the other format's files stay.
-    """
-    check_format(output_format)
-    tf.io.gfile.makedirs(output_dir)
-    prefix = os.path.join(output_dir, PREDICTIONS_PREFIX)
-    remove_earlier_outputs(prefix, output_format)
+def write_staged(records, staged_prefix, output_format, records_per_shard):
     if output_format == "csv":
-        write_text(output_pattern(prefix, "csv"),
+        write_text(output_pattern(staged_prefix, "csv"),
                    [",".join(CSV_COLUMNS)] + [to_csv_line(r) for r in records])
     else:
-        write_jsonl_shards(records, prefix, records_per_shard)
+        write_jsonl_shards(records, staged_prefix, records_per_shard)
+
+
+def write_records(records, output_dir, output_format, records_per_shard, class_names=None):
+    """Writes predictions-NNNNN-of-NNNNN.jsonl shards or predictions.csv, and summary.json,
+    staged in output_dir/_staging-predictions-<run>/ and then published (publish).
+
+    Returns the summary (summary.json's content: counts and "format"). The
+    earlier run's files of the same format are replaced; the other format's files stay.
+    """
+    check_format(output_format)
+    prefix = posixpath.join(output_dir, PREDICTIONS_PREFIX)
+    staging = staging_dir(prefix, new_run_id())
+    tf.io.gfile.makedirs(staging)
+    write_staged(records, posixpath.join(staging, PREDICTIONS_PREFIX), output_format,
+                 records_per_shard)
     summary = dict(summarize(records, class_names), format=output_format)
-    write_text(os.path.join(output_dir, SUMMARY_FILE), [json.dumps(summary, sort_keys=True)])
+    write_text(posixpath.join(staging, SUMMARY_FILE), [json.dumps(summary, sort_keys=True)])
+    publish(staging, prefix, output_format, posixpath.join(output_dir, SUMMARY_FILE))
     return summary
 
 
 def main(argv):
-    with tf.io.gfile.GFile(os.path.join(argv[1], SUMMARY_FILE)) as f:
+    with tf.io.gfile.GFile(posixpath.join(argv[1], SUMMARY_FILE)) as f:
         print(f.read().strip())
 
 

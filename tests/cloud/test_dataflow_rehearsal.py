@@ -24,7 +24,7 @@ from apache_beam.options.pipeline_options import TestOptions as BeamTestOptions 
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners.dataflow.internal import apiclient
 
-from common import beam_pipeline, export_predictor, prediction_records
+from common import beam_pipeline, export_predictor
 from preprocess import jpeg_to_tfrecord, transforms
 from serving import batch_predict
 from tests.preprocess.test_gcs_emulator import bucket  # noqa: F401 (fixture)
@@ -111,17 +111,14 @@ def test_batch_prediction_job_for_dataflow(bucket, monkeypatch):  # noqa: F811
     bucket.blob("in/images.csv").upload_from_string(f"gs://{bucket.name}/in/a.jpg\n")
     model_dir = f"gs://{bucket.name}/run/export/image_classifier/2"
     output = f"gs://{bucket.name}/preds/p"
-    # Two steps of the command use TF's own GCS client, which cannot be pointed at the
-    # emulator (README "Data on GCS"): finding the export's version, given here as
-    # resolved, and deleting an earlier run's output, recorded.
+    # Finding the export's version uses TF's own GCS client, which cannot be pointed at the
+    # emulator (README "Data on GCS"): given here as resolved.
     monkeypatch.setattr(export_predictor, "resolve_export_dir", lambda path: (model_dir, 2))
-    removed = []
-    monkeypatch.setattr(prediction_records, "remove_earlier_outputs",
-                        lambda *args: removed.append(args))
     argv = ["--input_csv", f"gs://{bucket.name}/in/images.csv", "--model_dir", model_dir, "--output", output]
     job = rehearse(batch_predict.run, argv + dataflow_flags(bucket.name, "n1-standard-4", 3),
                    monkeypatch)
-    assert removed == [(output, "jsonl")]
+    # Nothing is published before the job has run: the shards are written into a staging folder.
+    assert not [blob.name for blob in bucket.list_blobs(prefix="preds/p")]
     check_workers_and_package(bucket, job, "n1-standard-4", 3)
     names = transform_names(job)
     assert {"ReadUris", "Predict/LoadImages", "Predict/RunInference", "WriteJsonl"} <= names

@@ -216,8 +216,13 @@ def test_trainer_csv_run_keeps_the_earlier_jsonl_run(trained_run, input_csv, tmp
     assert len(kept) == 1 and "predictions-00000-of-00001.jsonl" in kept[0]
 
 
-@pytest.mark.parametrize("flag", ["--top_k=0", "--min_batch_size=0"])
-def test_bad_batch_flag_is_one_error_line(flag, capsys):
-    code = batch_predict.main(["--input_csv=a.csv", "--model_dir=m", "--output=o", flag])
-    err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and err.startswith(f"error: {flag}")
+@pytest.mark.parametrize("flag,message", [
+    ("--top_k=0", "error: --top_k=0 must be >= 1"),
+    ("--min_batch_size=0", "error: --min_batch_size=0 must be in [1, --max_batch_size=128]"),
+    ("--max_batch=4", "error: unknown flag --max_batch: not a flag of this command nor a Beam "
+                      "pipeline option; did you mean --max_batch_size?")])
+def test_bad_batch_flag_is_one_error_line(flag, message, repo_root, tmp_path):
+    result = run_command("serving.batch_predict", [
+        "--input_csv=a.csv", "--model_dir=m", f"--output={tmp_path}/o", flag], repo_root)
+    assert (result.returncode, result.stderr.splitlines()) == (2, [message])
+    assert os.listdir(tmp_path) == []

@@ -1,20 +1,24 @@
 """--mode predict with either engine: every input image classified once, one record each, written whole.
 
-Reads a CSV of image URIs ('uri[,label]', the pipeline's format) or a TFRecord glob
-(common/prediction_inputs.py), checks every image with serving's decoder in Python
+Reads a CSV of image URIs ('uri[,label]', the pipeline's format), a folder or glob of
+images, or a TFRecord glob (common/prediction_inputs.py), checks every image with serving's decoder in Python
 first, then classifies the usable ones with the engine's checkpoint through the
 evaluation image path (the engine's predict_fn: TPUEstimator.predict,
 trainer/estimator/predict.py; Keras' model.predict, trainer/keras/predict.py) or, with
 --predict_export_dir, with that export (common/export_predictor.py). An unreadable or
 corrupt image gets an error record; records go to OUT/predictions unless
---predict_output_dir says otherwise (common/prediction_records.py).
+--predict_output_dir says otherwise (common/prediction_records.py), staged and moved into
+place only when complete. An input that gives no usable image is one line (exit 2 from
+trainer.task) and nothing is written.
 
     .venv/bin/python -m trainer.task --mode predict --output_dir work/demo/run \\
         --predict_input work/demo/images/eval.csv [--predict_format csv] [--engine keras]
+    .venv/bin/python -m trainer.task --mode predict --output_dir work/demo/run \
+        --predict_input 'work/demo/images/3/*.jpg'       # or a folder: work/demo/images/3
 """
 import json
 import logging
-import os
+import posixpath
 
 from common import export_predictor, prediction_inputs, prediction_records
 from common.chunks import split_into_chunks
@@ -59,7 +63,7 @@ def make_records(images, probabilities, labels, top_k):
 
 
 def output_dir_of(params):
-    return params["predict_output_dir"] or os.path.join(params["output_dir"], PREDICTIONS_SUBDIR)
+    return params["predict_output_dir"] or posixpath.join(params["output_dir"], PREDICTIONS_SUBDIR)
 
 
 def run_predict(predict_fn, params, checkpoint_path):
@@ -70,9 +74,9 @@ def run_predict(predict_fn, params, checkpoint_path):
     time: host memory (and a graph's 2 GB constants) hold one chunk, however long the
     input. Only the small records accumulate.
     """
+    images_in = prediction_inputs.read_inputs(params["predict_input"])  # checked before the model
     export = load_predictor(params, checkpoint_path)
     records = []
-    images_in = prediction_inputs.read_inputs(params["predict_input"])
     for images in split_into_chunks(images_in, params["predict_chunk_images"]):
         jpegs = [image.jpeg for image in images if not image.error]
         logging.info("Predicting %d images (%d unusable; %d done) from %s", len(jpegs),
@@ -80,10 +84,18 @@ def run_predict(predict_fn, params, checkpoint_path):
                      params["predict_export_dir"] or checkpoint_path)
         probabilities, labels = predict_probabilities(predict_fn, params, checkpoint_path, export, jpegs)
         records += make_records(images, probabilities, labels, params["top_k"])
+    return write_summary(records, params, export.labels if export is not None else params["labels"])
+
+
+def write_summary(records, params, class_names):
+    """Writes the records (only when some image was classified) and prints their summary."""
+    counts = prediction_records.summarize(records)
+    prediction_inputs.check_some_usable(f"--predict_input {params['predict_input']}",
+                                        counts["images"], counts["errors"])
     output_dir = output_dir_of(params)
     summary = prediction_records.write_records(
         records, output_dir, params["predict_format"], params["predict_records_per_shard"],
-        class_names=export.labels if export is not None else params["labels"])
+        class_names=class_names)
     summary["output_dir"] = output_dir
     logging.info("Prediction summary: %s", json.dumps(summary, sort_keys=True))
     print(json.dumps(summary, sort_keys=True), flush=True)

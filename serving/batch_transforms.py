@@ -1,0 +1,191 @@
+"""The Beam side of serving/batch_predict.py: RunInference over an export, records, files.
+
+Imports Beam and TensorFlow, so the entry point imports this module only once its flags
+have parsed (--help stays fast).
+
+    .venv/bin/python -m serving.batch_predict --help     # the command; this module is its pipeline
+"""
+import hashlib
+import posixpath
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics.metric import Metrics, MetricsFilter
+from apache_beam.ml.inference.base import (
+    KeyedModelHandler, ModelHandler, PredictionResult, RunInference)
+
+from common import export_predictor, prediction_inputs, prediction_records
+
+METRICS_NAMESPACE = "batch_predict"
+ERRORS_TAG = "errors"
+# Counter names for labelled inputs: "pair<SEP>true<SEP>predicted" per outcome, and the
+# labels the model does not know (they cannot be right; kept out of the accuracy).
+PAIR_COUNTER, PAIR_SEP, UNKNOWN_LABEL_COUNTER = "pair", "\t", "label_unknown"
+
+
+class SavedModelHandler(ModelHandler):
+    """RunInference's extension point for an Estimator export: image bytes in, probabilities out.
+
+    Beam's own TFModelHandlerTensor loads with tf.keras.models.load_model, which
+    does not load an Estimator's TF1-style export, and importing Beam's
+    tensorflow_inference module needs tensorflow-hub (whose tf-keras pulls a
+    newer TensorFlow). This handler needs neither: it loads the SavedModel's
+    serving signature with common/export_predictor.py. Batching is Beam's
+    (min_batch_size / max_batch_size, through BatchElements).
+    """
+
+    def __init__(self, export_dir, *, min_batch_size=None, max_batch_size=None):
+        super().__init__(min_batch_size=min_batch_size, max_batch_size=max_batch_size)
+        self._export_dir = export_dir
+
+    def load_model(self):
+        return export_predictor.load_export(self._export_dir)
+
+    def run_inference(self, batch, model, inference_args=None):
+        """One PredictionResult per image; inference = (probabilities [C], class names)."""
+        probabilities = export_predictor.predict_probabilities(model, batch)
+        return [PredictionResult(jpeg, (row, model.labels)) for jpeg, row in zip(batch, probabilities)]
+
+    def get_num_bytes(self, batch):
+        return sum(len(jpeg) for jpeg in batch)
+
+    def get_metrics_namespace(self):
+        return METRICS_NAMESPACE
+
+
+class LoadImages(beam.DoFn):
+    """(uri, label) or InputImage -> ((uri, label), checked image bytes); unusable ones go to
+    errors, counted."""
+
+    def process(self, item):
+        image = (item if isinstance(item, prediction_inputs.InputImage)
+                 else prediction_inputs.load_uri(*item))
+        if image.error:
+            Metrics.counter(METRICS_NAMESPACE, f"error_{image.error[0]}").inc()
+            yield beam.pvalue.TaggedOutput(ERRORS_TAG, prediction_records.make_error_record(
+                image.uri, *image.error, label=image.label))
+            return
+        yield (image.uri, image.label), image.jpeg
+
+
+def make_record(keyed_result, top_k):
+    (uri, label), result = keyed_result
+    probabilities, labels = result.inference
+    Metrics.counter(METRICS_NAMESPACE, "predicted").inc()
+    record = prediction_records.make_prediction_record(uri, probabilities, labels, top_k, label)
+    if label is not None and label not in labels:
+        Metrics.counter(METRICS_NAMESPACE, UNKNOWN_LABEL_COUNTER).inc()
+    elif label is not None:
+        Metrics.counter(METRICS_NAMESPACE, PAIR_SEP.join([PAIR_COUNTER, label, record["class"]])).inc()
+    return record
+
+
+class PredictImages(beam.PTransform):
+    """PCollection of (uri, label) or InputImages -> PCollection of records, one per input."""
+
+    def __init__(self, model_handler, top_k):
+        super().__init__()
+        self._model_handler = model_handler
+        self._top_k = top_k
+
+    def expand(self, uris):
+        loaded = (uris | "Spread" >> beam.Reshuffle()
+                  | "LoadImages" >> beam.ParDo(LoadImages()).with_outputs(ERRORS_TAG, main="images"))
+        predicted = (loaded.images
+                     | "RunInference" >> RunInference(KeyedModelHandler(self._model_handler))
+                     | "Format" >> beam.Map(make_record, self._top_k))
+        return (predicted, loaded[ERRORS_TAG]) | "AllRecords" >> beam.Flatten()
+
+
+def write_records(records, output, output_format):
+    """JSON-lines shards OUTPUT-NNNNN-of-NNNNN.jsonl, or one OUTPUT.csv with a header."""
+    if output_format == "csv":
+        return (records | "ToCsv" >> beam.Map(prediction_records.to_csv_line)
+                | "WriteCsv" >> beam.io.WriteToText(
+                    output, file_name_suffix=".csv", num_shards=1, shard_name_template="",
+                    header=",".join(prediction_records.CSV_COLUMNS)))
+    return (records | "ToJson" >> beam.Map(prediction_records.to_json_line)
+            | "WriteJsonl" >> beam.io.WriteToText(output, file_name_suffix=".jsonl"))
+
+
+def image_from_record(record):
+    """InputImage of a TFRecord; a record without image/filename is named by its hash."""
+    return prediction_inputs.image_from_record(record, f"tfrecord:{hashlib.sha1(record).hexdigest()[:16]}")
+
+
+def read_inputs(pipeline, args):
+    """PCollection of (uri, label) (--input_csv, --input_images) or InputImages (--input_tfrecord)."""
+    if args.input_tfrecord:
+        return (pipeline | "ReadTFRecords" >> beam.io.ReadFromTFRecord(args.input_tfrecord)
+                | "ParseRecords" >> beam.Map(image_from_record))
+    if args.input_images:
+        return pipeline | "ListImages" >> beam.Create(
+            [(uri, None) for uri in prediction_inputs.list_image_files(args.input_images)])
+    return (pipeline | "CsvPath" >> beam.Create([args.input_csv])
+            | "ReadUris" >> beam.FlatMap(prediction_inputs.read_csv_uris))
+
+
+def build_pipeline(pipeline, args, staged_prefix):
+    uris = read_inputs(pipeline, args)
+    handler = SavedModelHandler(args.model_dir, min_batch_size=args.min_batch_size,
+                                max_batch_size=args.max_batch_size)
+    records = uris | "Predict" >> PredictImages(handler, args.top_k)
+    return write_records(records, staged_prefix, args.format)
+
+
+def summarize_metrics(result):
+    """{"images", "predicted", "errors": {reason: n}} from the job's counters, plus accuracy and
+    the confusion counts when the inputs carried labels (prediction_records.summarize_labelled)."""
+    counters = result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))["counters"]
+    values = {c.key.metric.name: c.committed or c.attempted or 0 for c in counters}
+    errors = {name[len("error_"):]: n for name, n in sorted(values.items()) if name.startswith("error_")}
+    pairs = {tuple(name.split(PAIR_SEP)[1:]): n for name, n in values.items()
+             if name.startswith(PAIR_COUNTER + PAIR_SEP)}
+    predicted = values.get("predicted", 0)
+    summary = {"images": predicted + sum(errors.values()), "predicted": predicted, "errors": errors}
+    summary.update(prediction_records.summarize_labelled(pairs))
+    if summary.get("labelled") is not None or values.get(UNKNOWN_LABEL_COUNTER):
+        summary["unknown_labels"] = values.get(UNKNOWN_LABEL_COUNTER, 0)
+    return summary
+
+
+class BeamFileOps:
+    """prediction_records.GfileOps' methods through Beam's FileSystems: the files the pipeline
+    wrote are published by the same file system that wrote them (gs:// included)."""
+
+    @staticmethod
+    def glob(pattern):
+        return [m.path for m in FileSystems.match([pattern])[0].metadata_list]
+
+    @staticmethod
+    def exists(path):
+        return FileSystems.exists(path)
+
+    @staticmethod
+    def isdir(path):
+        """A local directory, or a gs:// prefix with objects below it."""
+        if "://" not in path:
+            return posixpath.isdir(path)
+        return bool(BeamFileOps.glob(path.rstrip("/") + "/*"))
+
+    @staticmethod
+    def delete(paths):
+        if paths:
+            FileSystems.delete(list(paths))
+
+    @staticmethod
+    def rename(source, destination):
+        FileSystems.rename([source], [destination])
+
+    @staticmethod
+    def remove_tree(path):
+        """Every file below path, then (locally) the folder itself."""
+        if "://" in path:
+            BeamFileOps.delete(BeamFileOps.glob(path.rstrip("/") + "/**"))
+        elif FileSystems.exists(path):
+            FileSystems.delete([path])
+
+    @staticmethod
+    def write_text(path, text):
+        with FileSystems.create(path, mime_type="application/json") as f:
+            f.write(text.encode("utf-8"))
