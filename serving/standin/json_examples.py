@@ -6,7 +6,7 @@ MakeExampleFromJsonObject in util/json_tensor.cc), with its error words.
 """
 from tensorflow.core.example import feature_pb2
 
-from serving.standin import errors
+from serving.standin import errors, json_reader
 from serving.standin.json_tensors import (INT64, decode_b64, format_error, is_b64_object, is_int_in,
                                           is_lossless, lossy_error, type_name)
 
@@ -24,7 +24,7 @@ def add_to_feature(value, name, feature):
     elif isinstance(value, dict):
         kind, item = "bytes_list", None
     elif isinstance(value, str):
-        kind, item = "bytes_list", value.encode("utf-8", "surrogatepass")
+        kind, item = "bytes_list", json_reader.to_bytes(value)
     elif isinstance(value, float) or not is_int_in(value, (-2**63, 2**64 - 1)):
         kind, item = "float_list", float(value)  # rapidjson reads huge integers as doubles
     elif value > INT64[1]:

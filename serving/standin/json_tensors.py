@@ -17,7 +17,7 @@ import json
 import numpy as np
 from tensorflow.core.framework import types_pb2
 
-from serving.standin import errors
+from serving.standin import errors, json_reader
 from serving.standin.json_writer import BINARY_SUFFIX, format_float
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -146,7 +146,7 @@ def convert_leaf(value, dtype_name, input_name):
             raise errors.InvalidArgument(
                 f"JSON Value: {value_text(value)} input '{input_name}' holds binary data; send "
                 "it as {\"b64\": \"<base64>\"}, not a plain string (missing 'b64')")
-        return value.encode("utf-8", "surrogatepass")
+        return json_reader.to_bytes(value)  # bytes that are not UTF-8 fed as sent
     if dtype_name == "DT_BOOL":
         if not isinstance(value, bool):
             raise type_error(value, dtype_name)

@@ -22,7 +22,8 @@ import numpy as np
 from google.protobuf import json_format
 from tensorflow_serving.apis import classification_pb2, get_model_metadata_pb2, regression_pb2
 
-from serving.standin import errors, inference, json_examples, json_tensors, json_writer
+from serving.standin import (errors, inference, json_examples, json_reader, json_tensors,
+                             json_writer)
 
 API_PREFIX = re.compile(r"/v1/.*", re.IGNORECASE)  # HttpRestApiHandler::kPathRegex
 _POST_PATH = re.compile(r"/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?"
@@ -86,14 +87,15 @@ def parse_version(text):
 
 
 def parse_json_object(body):
-    """The request body as a JSON object, with TF Serving's messages (json_tensor.cc)."""
-    if not body.strip():
+    """The request body as a JSON object, with TF Serving's messages (json_tensor.cc's
+    ParseJson: its own words for an empty body, rapidjson's for one that does not parse)."""
+    if not body:
         raise errors.InvalidArgument("JSON Parse error: The document is empty")
     check_json_depth(body)
     try:
-        request = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise errors.InvalidArgument(f"JSON Parse error: {e}") from e
+        request = json_reader.loads(body)
+    except json_reader.JsonParseError as e:
+        raise errors.InvalidArgument(f"JSON Parse error: {e}") from None
     if not isinstance(request, dict):
         raise json_tensors.format_error(request, "Is not object")
     signature_name = request.get("signature_name", "")

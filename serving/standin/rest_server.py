@@ -30,6 +30,9 @@ MAX_DISCARD_BYTES = 128 * 1024 * 1024
 DISCARD_SECONDS = 5
 MAX_CHUNK_LINE_BYTES = 1024  # a chunk-size line: hex digits and optional extensions
 LOG = logging.getLogger()  # the root logger, as BaseHTTPRequestHandler's log lines went there
+# libevent's ERR_FORMAT (http.c), the body of evhttp_send_error's answers.
+LIBEVENT_ERROR_PAGE = ("<HTML><HEAD>\n<TITLE>{code} {reason}</TITLE>\n</HEAD><BODY>\n"
+                       "<H1>{reason}</H1>\n</BODY></HTML>\n")
 
 
 def handle_request(server, method, path, body):
@@ -107,6 +110,12 @@ class RestHandler(http.server.BaseHTTPRequestHandler):
     def do_PATCH(self):
         self.respond_to("PATCH")
 
+    def do_OPTIONS(self):  # TF Serving's libevent lets OPTIONS and HEAD through to the handler
+        self.respond_to("OPTIONS")
+
+    def do_HEAD(self):
+        self.respond_to("HEAD")
+
     def respond_to(self, method):
         self.unread_body_bytes = 0
         try:
@@ -121,7 +130,10 @@ class RestHandler(http.server.BaseHTTPRequestHandler):
         except Exception as e:  # the request boundary: log it, answer 500, keep serving
             logging.exception("REST %s %s failed", method, self.path)
             status, answer = 500, {"error": f"Internal error: {type(e).__name__}: {e}"}
-        self.send_body(status, rest_routes.encode_json(answer), "application/json")
+        if method == "HEAD":  # libevent answers HEAD with the handler's headers, no body
+            self.send_head(status, "application/json")
+        else:
+            self.send_body(status, rest_routes.encode_json(answer), "application/json")
         if self.unread_body_bytes:
             self.discard_body(self.unread_body_bytes)
 
@@ -223,6 +235,15 @@ class RestHandler(http.server.BaseHTTPRequestHandler):
     def send_body(self, status, data, content_type):
         """Status line, headers and body in one write (one system call, one TCP segment):
         the headers send_response and send_header would write, built as one string."""
+        head = self.response_head(status, content_type, f"Content-Length: {len(data)}\r\n")
+        self.write_all(head + data)
+
+    def send_head(self, status, content_type):
+        """A HEAD answer: the headers without a body, and without Content-Length, as
+        libevent writes them (evhttp_response_needs_body is false for HEAD)."""
+        self.write_all(self.response_head(status, content_type, ""))
+
+    def response_head(self, status, content_type, length_line):
         if LOG.isEnabledFor(logging.DEBUG):
             self.log_request(status)
         version = "HTTP/1.0" if self.request_version == "HTTP/1.0" else self.protocol_version
@@ -232,11 +253,21 @@ class RestHandler(http.server.BaseHTTPRequestHandler):
             connection = "Connection: keep-alive\r\n"
         else:
             connection = ""
-        head = (f"{version} {status} {self.responses.get(status, ('',))[0]}\r\n"
+        return (f"{version} {status} {self.responses.get(status, ('',))[0]}\r\n"
                 f"Server: {self.version_string()}\r\nDate: {http_date()}\r\n"
-                f"Content-Type: {content_type}\r\nContent-Length: {len(data)}\r\n"
-                f"{connection}\r\n")
-        self.write_all(head.encode("latin-1") + data)
+                f"Content-Type: {content_type}\r\n{length_line}{connection}\r\n"
+                ).encode("latin-1")
+
+    def send_error(self, code, message=None, explain=None):
+        """libevent's own error page (evhttp_send_error), which TF Serving's HTTP server sends
+        for a request line it cannot parse (400) or a method it does not allow (TRACE,
+        CONNECT: 501): HTML naming only the status, and the connection closed. Bytes after a
+        body shorter than its Content-Length says arrive here as the next request line."""
+        self.close_connection = True
+        reason = self.responses.get(code, ("",))[0]
+        LOG.debug("REST %s: %d %s", message or "", code, reason)
+        self.send_body(code, LIBEVENT_ERROR_PAGE.format(code=code, reason=reason).encode(),
+                       "text/html")
 
     def write_all(self, data):
         """sendall without its poll() first (a socket with a timeout polls before each send):
