@@ -11,6 +11,7 @@ to "unset" and override only what the user typed. --job-dir (passed by AI Platfo
 is another name for --output_dir, --format for --predict_format. A mistake the user
 can fix (common/user_errors.py) is one line and exit code 2, before anything is written.
 """
+import importlib.util
 import sys
 
 from common import console
@@ -37,12 +38,22 @@ def main(argv=None):
     return result
 
 
+ESTIMATOR_MISSING = ("--engine estimator needs tensorflow-estimator (TensorFlow <= 2.15), not installed "
+                     "here: use --engine keras or the .venv environment")
+
+
+def is_estimator_installed():
+    return importlib.util.find_spec("tensorflow_estimator") is not None
+
+
 def load_engine(name):
     """The run function of engine `name`, imported only when chosen: the Keras engine's imports
-    never reach tf.estimator, which TensorFlow 2.16 and later do not have."""
+    never reach tf.estimator, which TensorFlow 2.16 and later do not have (.venv-keras)."""
     if name == "keras":
         from trainer.keras import engine
         return engine.run
+    if not is_estimator_installed():
+        raise UserError(ESTIMATOR_MISSING)
     from trainer.estimator import cluster
     return cluster.run  # loop.run, or a cluster role of TF_CONFIG
 

@@ -2,7 +2,6 @@
 
     .venv/bin/python -m pytest tests/trainer/test_eval_pictures.py
 """
-import glob
 import json
 import os
 import subprocess
@@ -18,21 +17,8 @@ from trainer.report import eval_pictures
 from trainer.run import eval_records
 from trainer.estimator import model
 from trainer.objective import metrics as objective_metrics
+from tests.trainer.run_checks import read_eval_events
 from tests.conftest import free_port
-
-
-def read_eval_events(eval_dir):
-    """{tag: {step: value}}: images as decoded uint8 arrays, scalars as floats."""
-    tags = {}
-    for path in glob.glob(f"{eval_dir}/events.out.tfevents.*"):
-        for event in tf.compat.v1.train.summary_iterator(path):
-            for value in event.summary.value:
-                if value.metadata.plugin_data.plugin_name == "images":
-                    png = tf.make_ndarray(value.tensor)[2]
-                    tags.setdefault(value.tag, {})[event.step] = tf.io.decode_png(png).numpy()
-                elif value.HasField("tensor") and value.tag.startswith("per_class"):
-                    tags.setdefault(value.tag, {})[event.step] = tf.make_ndarray(value.tensor)
-    return tags
 
 
 def tensorboard_tags(logdir, plugin, run="eval", seconds=90):

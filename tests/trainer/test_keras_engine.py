@@ -15,10 +15,10 @@ import pytest
 import tensorflow as tf
 
 from common import signature, warmup
+from tests.engines import needs_estimator
 from tests.trainer.conftest import TINY_FLAGS, as_argv
-from tests.trainer.test_loop import (check_eval_counts_every_example_once, check_rerun_changes_nothing,
-                                     summary_tags)
-from tests.trainer.test_eval_pictures import read_eval_events
+from tests.trainer.run_checks import (check_eval_counts_every_example_once, check_rerun_changes_nothing,
+                                      read_eval_events, read_eval_split, served_predictions, summary_tags)
 from trainer import chain, task
 from trainer.export import contract
 from trainer.keras import strategy as strategy_lib
@@ -52,7 +52,6 @@ def check_run_directory(params, export_dir):
 
 def check_predict_mode(params, export_dir):
     """--mode predict with the Keras engine: one record per image, as the export classifies it."""
-    from tests.trainer.test_loop import read_eval_split, served_predictions
     jpegs, _ = read_eval_split(params)
     folder = os.path.join(params["output_dir"], "images")
     os.makedirs(folder)
@@ -111,15 +110,14 @@ def test_the_knobs_train_and_the_averages_are_what_is_evaluated(tiny_dataset, tm
 
 
 def read_eval_jpegs(pattern):
-    from tests.trainer.test_loop import read_eval_split
     return read_eval_split({"eval_data_path": pattern})
 
 
 def contract_predictions(export_dir, jpegs):
-    from tests.trainer.test_loop import served_predictions
     return served_predictions(export_dir, signature.SIGNATURE_DEFAULT, jpegs)[signature.OUTPUT_CLASS_IDS]
 
 
+@needs_estimator
 def test_evaluate_and_export_modes_and_warm_start_from_an_estimator_run(tiny_argv, tiny_params, tmp_path):
     """An Estimator run warm-starts a Keras run (checkpoints read by name); --mode evaluate and
     --mode export then act on the Keras run's directory."""

@@ -5,13 +5,21 @@ Read statically (ast, as tests/common/test_architecture.py reads every import), 
 modules the Keras engine's command can load must not import trainer/estimator/ or
 tensorflow_estimator, nor name tf.estimator: every module of trainer.keras, the shared
 packages (settings, data, nets, objective, export, run, report, cloud, chain) and what
-they import, plus the Keras branch of trainer.task's load_engine.
+they import, plus the Keras branch of trainer.task's load_engine. Where tensorflow-estimator
+is not installed (.venv-keras), --engine estimator refuses in one line naming the flag.
 
     .venv/bin/python -m pytest tests/trainer/test_keras_imports.py
+    .venv-keras/bin/python -m pytest tests/trainer/test_keras_imports.py
 """
 import ast
+import os
+import subprocess
+import sys
+
+import pytest
 
 from tests.cloud.test_gcs_paths import dotted_name
+from tests.engines import HAS_ESTIMATOR
 from tests.common.test_architecture import ROOT, import_graph, imported_names, project_modules
 
 ENGINE_NEUTRAL = ("trainer.keras", "trainer.settings", "trainer.data", "trainer.nets",
@@ -72,3 +80,26 @@ def test_the_check_can_fail():
     assert "trainer.estimator.cluster" in graph["trainer.task"]  # the other branch
     assert problems_of("trainer.estimator.model", modules)  # names tf.estimator
     assert any(m.startswith("trainer.estimator") for m in reachable({"trainer.task"}, graph))
+
+
+def test_the_estimator_engine_refuses_in_one_line_without_tensorflow_estimator(tiny_argv, tmp_path,
+                                                                               monkeypatch, capsys):
+    from trainer import task
+    monkeypatch.setattr(task, "is_estimator_installed", lambda: False)
+    with pytest.raises(SystemExit) as exit_info:
+        task.main(tiny_argv + ["--engine=estimator"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"error: {task.ESTIMATOR_MISSING}"
+    assert "--engine keras" in task.ESTIMATOR_MISSING and not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(HAS_ESTIMATOR, reason="tensorflow-estimator is installed: runs in .venv-keras (make test-keras)")
+def test_the_default_engine_refuses_where_tensorflow_estimator_is_missing(tiny_argv, tmp_path):
+    """The real command in .venv-keras, the Estimator engine being the default: exit 2, one line."""
+    result = subprocess.run([sys.executable, "-m", "trainer.task"] + tiny_argv, capture_output=True,
+                            text=True, cwd=ROOT, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: --engine estimator needs tensorflow-estimator (TensorFlow <= 2.15), not installed here: "
+        "use --engine keras or the .venv environment")
+    assert result.stdout == "" and not (tmp_path / "out").exists()

@@ -16,19 +16,12 @@ from trainer.estimator import loop
 from trainer.export import contract, staging
 
 from trainer.run import checkpoints, eval_records
-from common import image_ops, record_schema
+from common import image_ops
 from trainer import task
+from tests.trainer.run_checks import (check_eval_counts_every_example_once, check_rerun_changes_nothing,
+                                      served_predictions, summary_tags)
 
 ModeKeys = tf.estimator.ModeKeys
-
-
-def served_predictions(export_dir, signature_name, jpegs, keys=None):
-    loaded = tf.saved_model.load(export_dir)
-    assert set(loaded.signatures) == set(signature.SIGNATURES)
-    inputs = {signature.INPUT_IMAGE_BYTES: tf.constant(jpegs)}
-    if keys is not None:
-        inputs[signature.INPUT_KEY] = tf.constant(keys)
-    return {k: v.numpy() for k, v in loaded.signatures[signature_name](**inputs).items()}
 
 
 def checkpoint_predictions(run_params, jpegs):
@@ -39,15 +32,6 @@ def checkpoint_predictions(run_params, jpegs):
         return images.batch(params["batch_size"]).map(lambda image: {"image": image})
     estimator = loop.make_estimator(dict(run_params, predict_batch_size=len(jpegs)))
     return np.stack([p[signature.OUTPUT_PROBABILITIES] for p in estimator.predict(input_fn)])
-
-
-def summary_tags(directory):
-    """Tags of the scalar summaries in a directory's TensorBoard event files."""
-    tags = set()
-    for path in tf.io.gfile.glob(f"{directory}/events.out.tfevents.*"):
-        for event in tf.compat.v1.train.summary_iterator(path):
-            tags.update(value.tag for value in event.summary.value)
-    return tags
 
 
 def check_outputs(params, export_dir):
@@ -67,34 +51,6 @@ def check_outputs(params, export_dir):
     warmup_signatures = {r.model_spec.signature_name for r in warmup.read_warmup_requests(export_dir)}
     assert warmup_signatures == set(signature.SIGNATURES)
     contract.check_export(export_dir)  # exactly the contract's signatures, no TPU ops
-
-
-def read_eval_split(params):
-    """(jpegs, labels) of every eval record."""
-    jpegs, labels = [], []
-    for path in sorted(tf.io.gfile.glob(params["eval_data_path"])):
-        for record in tf.compat.v1.io.tf_record_iterator(path):
-            example = record_schema.decode_example_proto(record)
-            jpegs.append(example[record_schema.ENCODED])
-            labels.append(example[record_schema.LABEL])
-    return jpegs, np.array(labels)
-
-
-def check_eval_counts_every_example_once(params, export_dir):
-    """11 eval examples in batches of 8: the 5 padding rows must not change the accuracy."""
-    jpegs, labels = read_eval_split(params)
-    assert len(jpegs) == params["num_eval_examples"] == 11
-    served = served_predictions(export_dir, signature.SIGNATURE_DEFAULT, jpegs)
-    accuracy = np.mean(served[signature.OUTPUT_CLASS_IDS] == labels)
-    assert eval_records.read_eval_results(params["output_dir"])[-1]["accuracy"] == pytest.approx(accuracy)
-
-
-def check_rerun_changes_nothing(params, argv):
-    """The same command after the run finished: no training, no new eval or export, no error."""
-    out = params["output_dir"]
-    before = (checkpoints.latest_checkpoint(out), eval_records.read_eval_results(out), sorted(os.listdir(out)))
-    assert task.main(argv) == os.path.join(out, "export", "image_classifier", "4")
-    assert (checkpoints.latest_checkpoint(out), eval_records.read_eval_results(out), sorted(os.listdir(out))) == before
 
 
 def test_full_run_exports_a_model_that_serves_jpegs(tiny_params, tiny_argv, make_jpeg):
