@@ -18,6 +18,7 @@ from apache_beam.runners.portability.fn_api_runner import fn_runner
 from apache_beam.runners.portability.portable_runner import JobServiceHandle
 
 from common import console
+from common.user_errors import UserError
 
 # The local default: FnApiRunner, in this process, with one worker (in_memory).
 # Measured by bench/bench_preprocess.py on 10,000 photos, 2 cores (README
@@ -39,6 +40,26 @@ LOCAL_WORKER_LOG_LEVEL = "WARNING"
 _LOGGER = logging.getLogger(__name__)
 
 
+class PipelineFlagError(UserError):
+    """An argument that is neither the command's nor a Beam pipeline option, or a Google Cloud
+    runner without credentials: one line naming it (and the closest flag)."""
+
+
+def check_pipeline_args(parser, pipeline_args):
+    """PipelineFlagError unless every argument a Beam entry point's parser left over
+    (parser.parse_known_args) is a Beam pipeline option (check_pipeline_flags).
+
+    The entry point parses its own flags first, so that --help and its own mistakes answer
+    before Beam loads (this module imports it); the command's flags are read from parser's
+    help (console.flag_names), not from argparse's private tables.
+    """
+    try:
+        check_pipeline_flags(console.strip_verbosity_flags(pipeline_args),
+                             console.flag_names(parser))
+    except ValueError as err:  # an unknown flag, a stray path, no credentials for the runner
+        raise PipelineFlagError(str(err)) from None
+
+
 def check_pipeline_flags(pipeline_args, command_flags):
     """ValueError for an argument that is neither the command's nor a Beam pipeline option,
     and MissingCredentials for a Google Cloud runner without credentials (check_credentials).
@@ -53,7 +74,7 @@ def check_pipeline_flags(pipeline_args, command_flags):
     _, unknown = parser.parse_known_args(pipeline_args)
     for arg in unknown:
         if arg.startswith("-"):
-            known = list(command_flags) + [o for a in parser._actions for o in a.option_strings]
+            known = list(command_flags) + console.flag_names(parser)
             raise ValueError(console.unknown_flag_error(arg, known))
         raise ValueError(f"unexpected argument {arg!r}{console.glob_hint('unrecognized arguments /')}")
     check_credentials(pipeline_args)

@@ -16,6 +16,7 @@ one (preprocess/output_dir.py); a run with no usable row publishes nothing.
 
 Every option this module does not define is a Beam pipeline option and is
 passed through (--runner, --project, --max_num_workers, --setup_file, ...).
+Beam loads only once the flags have parsed: --help and a typo answer at once.
 """
 import dataclasses
 import logging
@@ -26,14 +27,9 @@ from common import console
 
 console.quiet_unless_verbose()  # before Beam and TensorFlow load: they read the environment once
 
-import apache_beam as beam  # noqa: E402
-from apache_beam.io.filesystems import FileSystems  # noqa: E402
-from apache_beam.options.pipeline_options import DirectOptions, StandardOptions  # noqa: E402
-
-from common import beam_pipeline, dataset_files, gcs_probe  # noqa: E402
+from common import dataset_files, gcs_probe  # noqa: E402
 from common.user_errors import UserError  # noqa: E402
-from preprocess import (images, output_dir, progress, shards, sources, splits,  # noqa: E402
-                        summary, transforms)
+from preprocess import images, progress, splits, summary  # noqa: E402
 
 # Used when the split comes from hashing (one CSV or --input_dir) and no
 # --eval_fraction was given: 10% held out, the usual choice for the flowers data.
@@ -41,7 +37,7 @@ DEFAULT_EVAL_FRACTION = 0.1
 # More threads than this per process only queue behind the GIL.
 MAX_IMAGE_THREADS = 64
 SPLIT_NAME = re.compile(r"^[A-Za-z0-9_]+$")
-_LOGGER = logging.getLogger(transforms.LOGGER_NAME)
+_LOGGER = logging.getLogger(progress.LOGGER_NAME)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,12 +96,9 @@ def make_parser():
 def parse_config(argv):
     """argv -> (validated Config, the remaining Beam pipeline args)."""
     parser = make_parser()
-    args, pipeline_args = parser.parse_known_args(argv)
-    try:
-        beam_pipeline.check_pipeline_flags(
-            console.strip_verbosity_flags(pipeline_args), parser._option_string_actions)
-    except ValueError as err:  # an unknown flag, no credentials for the runner
-        raise ConfigError(str(err)) from None
+    args, pipeline_args = parser.parse_known_args(argv)  # --help exits here, before Beam loads
+    from common import beam_pipeline
+    beam_pipeline.check_pipeline_args(parser, pipeline_args)
     check_numbers(args)
     check_gcs_paths(args)
     csv_inputs = expand_csv_inputs(parse_csv_inputs(args.input_csv))
@@ -133,6 +126,7 @@ def check_gcs_paths(args):
 
 
 def check_numbers(args):
+    from preprocess import shards
     if bool(args.input_csv) == bool(args.input_dir):
         raise ConfigError("give either --input_csv (one or more) or --input_dir, not "
                          f"{'both' if args.input_dir else 'neither'}")
@@ -168,6 +162,7 @@ def parse_csv_inputs(values):
 
 def expand_csv_inputs(csv_inputs):
     """Expands globs; a path or glob that matches no file is an error naming it."""
+    from apache_beam.io.filesystems import FileSystems
     expanded = []
     for split, pattern in csv_inputs:
         paths = sorted(m.path for result in FileSystems.match([pattern])
@@ -191,6 +186,8 @@ def check_eval_fraction(eval_fraction, is_hash_split):
 
 
 def check_folder_has_files(root):
+    from apache_beam.io.filesystems import FileSystems
+    from preprocess import sources
     if "://" in root:
         pattern = FileSystems.join(root.rstrip("/"), "**")
         found = FileSystems.match([pattern], limits=[1])[0].metadata_list
@@ -203,6 +200,7 @@ def check_folder_has_files(root):
 
 
 def read_labels_file(path):
+    from preprocess import shards
     try:
         text = shards.read_text(path)
     except OSError as err:  # Beam's BeamIOError too
@@ -216,6 +214,8 @@ def choose_image_threads(requested, options):
     balances the cores), and 1 (inline) elsewhere: local worker processes, and
     remote runners, which run a worker process per core and rebalance work themselves.
     """
+    from apache_beam.options.pipeline_options import DirectOptions
+    from common import beam_pipeline
     if requested:
         return requested
     mode = options.view_as(DirectOptions).direct_running_mode
@@ -228,6 +228,8 @@ def choose_worker_processes(options):
     """How many worker processes share the image work, for the progress line's estimate:
     1 when the local runner works in this process, its workers in multi_processing, and
     progress.UNKNOWN on other runners."""
+    from apache_beam.options.pipeline_options import DirectOptions
+    from common import beam_pipeline
     if beam_pipeline.runner_name(options) != beam_pipeline.LOCAL_RUNNER:
         return progress.UNKNOWN
     direct = options.view_as(DirectOptions)
@@ -238,6 +240,8 @@ def choose_worker_processes(options):
 
 def build_pipeline(pipeline, config):
     """Wires the transforms; returns the PCollection holding the final metadata dict."""
+    import apache_beam as beam
+    from preprocess import transforms
     if config.input_dir:
         read = pipeline | "ReadRows" >> transforms.ReadFolderRows(
             config.input_dir, config.eval_fraction)
@@ -263,6 +267,7 @@ def build_pipeline(pipeline, config):
 
 
 def log_local_workers(options):
+    from apache_beam.options.pipeline_options import DirectOptions
     direct = options.view_as(DirectOptions)
     if direct.direct_running_mode == "multi_processing":
         workers = direct.direct_num_workers or os.cpu_count()
@@ -272,8 +277,15 @@ def log_local_workers(options):
 
 def run(argv=None):
     """Runs the job to completion; returns the metadata dict it published."""
-    config, pipeline_args = parse_config(argv)
-    options = beam_pipeline.build_pipeline_options(pipeline_args, [transforms.LOGGER_NAME])
+    return run_config(*parse_config(argv))
+
+
+def run_config(config, pipeline_args):
+    """run() once the flags have parsed into a Config and the Beam pipeline args."""
+    from apache_beam.options.pipeline_options import StandardOptions
+    from common import beam_pipeline
+    from preprocess import output_dir
+    options = beam_pipeline.build_pipeline_options(pipeline_args, [progress.LOGGER_NAME])
     config = dataclasses.replace(
         config, image_threads=choose_image_threads(config.image_threads, options),
         worker_processes=choose_worker_processes(options))
@@ -297,6 +309,9 @@ def run(argv=None):
 def run_and_check(config, options):
     """Runs the pipeline into config.output_dir (the staging folder) and refuses a dataset
     that would be silently wrong (preprocess/summary.py); returns its metadata."""
+    from apache_beam.io.filesystems import FileSystems
+    from common import beam_pipeline
+    from preprocess import shards, transforms
     log_local_workers(options)
     beam_pipeline.run_to_completion(lambda pipeline: build_pipeline(pipeline, config), options)
     meta = dataset_files.parse_metadata(
@@ -312,8 +327,10 @@ def run_and_check(config, options):
 
 def main(argv=None):
     """The command: a user's mistake is one line on stderr and exit code 2, not a traceback."""
+    config, pipeline_args = console.exit_on_user_error(parse_config, argv)
+    from common import beam_pipeline
     beam_pipeline.configure_logging()
-    console.exit_on_user_error(run, argv)
+    console.exit_on_user_error(run_config, config, pipeline_args)
 
 
 if __name__ == "__main__":
