@@ -148,8 +148,13 @@ def unrecognized_flag(message):
 
 
 def closest_flag(flag, known_flags):
-    """The known flag closest to a mistyped one (difflib), or None when nothing is close."""
-    close = difflib.get_close_matches(flag.split("=", 1)[0], known_flags, n=1)
+    """The known flag closest to a mistyped one, or None when nothing is close: the one flag
+    it abbreviates (abbreviations are refused, so that is what was meant), else difflib's."""
+    name = flag.split("=", 1)[0]
+    extended = [known for known in known_flags if known.startswith(name)]
+    if len(extended) == 1:
+        return extended[0]
+    close = difflib.get_close_matches(name, known_flags, n=1)
     return close[0] if close else None
 
 

@@ -8,8 +8,9 @@ version labels; re-read every --model_config_file_poll_wait_seconds), server-sid
 batching (--enable_batching, --batching_parameters_file) and Prometheus metrics
 (--monitoring_config_file). It answers TF Serving's REST API and gRPC
 PredictionService/ModelService with TF Serving's status codes. A bad flag, config
-file or busy port is one "error:" line and exit code 2. README.md ("Serving on
-CPU") lists what it does not do; it is not a replacement.
+file or busy port is one "error:" line and exit code 2; --help and a mistyped flag
+answer before TensorFlow loads. README.md ("Serving on CPU") lists what it does not
+do; it is not a replacement.
 
     .venv/bin/python -m serving.standin.server --model_name image_classifier \
         --model_base_path OUT/export/image_classifier --rest_api_port 8501 --port 8500
@@ -23,21 +24,22 @@ import errno
 import logging
 import os
 import signal
-import sys
 import threading
 
 from tensorflow_serving.config import model_server_config_pb2
 
-from common import signature
+from common import console, signature
+from common.user_errors import UserError
 
-from serving.standin import (batching, config_files, grpc_server, metrics as metrics_lib,
-                             rest_server, server_core)
+# No TensorFlow here: rest_server, grpc_server and server_core load it, and are imported
+# where a server starts, so that --help and flag mistakes answer at once.
+from serving.standin import batching, config_files, metrics as metrics_lib
 
 STANDIN_BANNER = "TF Serving development stand-in (serving.standin.server), not TF Serving"
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = console.ArgumentParser(
         prog="python -m serving.standin.server",
         description=f"{STANDIN_BANNER}: serves OUT/export/<model_name>/<version>/ with TF "
                     "Serving's REST API and gRPC PredictionService on CPU, for development on "
@@ -83,9 +85,8 @@ def add_server_flags(parser):
     group.add_argument("--host", default="127.0.0.1",
                        help="address to bind (stand-in only); 0.0.0.0 exposes the server")
     group.add_argument("--max_request_bytes", type=int,
-                       default=rest_server.DEFAULT_MAX_REQUEST_BYTES,
                        help="larger REST bodies get HTTP 413 and gRPC messages RESOURCE_EXHAUSTED "
-                            "(stand-in only)")
+                            "(stand-in only; default: rest_server.DEFAULT_MAX_REQUEST_BYTES, 16 MiB)")
 
 
 def parse_bool(text):
@@ -105,7 +106,7 @@ class ServerOptions:
     port: int = 0
     poll_seconds: float = 1.0
     enable_warmup: bool = True
-    max_request_bytes: int = rest_server.DEFAULT_MAX_REQUEST_BYTES
+    max_request_bytes: int = None                    # None: rest_server's default
     model_config_file: str = None
     config_poll_seconds: float = 0.0
     allow_unavailable_labels: bool = False
@@ -129,11 +130,11 @@ class RunningServer:
         self.core.stop()
 
 
-class UsageError(Exception):
+class UsageError(UserError):
     """Flags that do not go together; main() prints it as one line, exit 2."""
 
 
-class PortUnavailableError(Exception):
+class PortUnavailableError(UserError):
     """A REST or gRPC port the server cannot bind; main() prints it as one line, exit 2."""
 
 
@@ -147,8 +148,8 @@ def describe_bind_error(side, flag, host, port, error):
 
 
 def start_server(model_name=None, model_base_path=None, host="127.0.0.1", rest_api_port=0,
-                 port=0, poll_seconds=1.0, enable_warmup=True,
-                 max_request_bytes=rest_server.DEFAULT_MAX_REQUEST_BYTES, **options):
+                 port=0, poll_seconds=1.0, enable_warmup=True, max_request_bytes=None,
+                 **options):
     """start() for one model (or options["model_config"]); the other ServerOptions by name."""
     config = options.pop("model_config", None) or config_files.single_model_config(
         model_name, model_base_path)
@@ -162,6 +163,7 @@ def start(options):
     Raises ConfigFileError for a label the config may not set yet, PortUnavailableError
     when either port cannot be bound; nothing keeps running then.
     """
+    from serving.standin import server_core
     metrics = metrics_lib.Metrics(is_batching=options.batching is not None)
     scheduler = batching.BatchScheduler(options.batching, metrics) if options.batching else None
     core = server_core.ServerCore(options.enable_warmup, options.allow_unavailable_labels,
@@ -179,17 +181,18 @@ def start(options):
 
 def start_endpoints(core, metrics, options):
     """(REST server, gRPC server, gRPC port); PortUnavailableError if a port is taken."""
+    from serving.standin import grpc_server, rest_server
     host = options.host
+    max_request_bytes = options.max_request_bytes or rest_server.DEFAULT_MAX_REQUEST_BYTES
     try:
         rest = rest_server.start_rest_server(core, host, options.rest_api_port,
-                                             options.max_request_bytes, metrics,
-                                             options.prometheus_path)
+                                             max_request_bytes, metrics, options.prometheus_path)
     except OSError as e:
         raise PortUnavailableError(describe_bind_error(
             "REST", "--rest_api_port", host, options.rest_api_port, e)) from e
     try:
         grpc, grpc_port = grpc_server.start_grpc_server(core, host, options.port,
-                                                        options.max_request_bytes, metrics)
+                                                        max_request_bytes, metrics)
     except OSError as e:
         rest.shutdown()
         rest.server_close()
@@ -238,16 +241,14 @@ def describe(running, options):
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)  # --help and flag mistakes: before TensorFlow loads
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("serving").setLevel(logging.INFO)  # version loads; TF's own INFO stays off
     try:
         options = options_from_args(args)
         running = start(options)
-    except (UsageError, config_files.ConfigFileError, PortUnavailableError) as e:
-        # a usage error, not a crash: one line, argparse's exit code
-        print(f"serving.standin.server: error: {e}", file=sys.stderr, flush=True)
-        sys.exit(2)
+    except (UserError, config_files.ConfigFileError) as err:  # one line, exit code 2
+        console.exit_with_error(err)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())

@@ -134,7 +134,7 @@ def test_startup_mistakes_are_one_error_line_and_exit_code_2(tmp_path, capsys, m
         server.main(make_args(tmp_path) + ["--port", "0", "--rest_api_port", "0"])
     err = capsys.readouterr().err.strip().splitlines()
     assert raised.value.code == 2
-    assert len(err) == 1 and err[0].startswith("serving.standin.server: error: ")
+    assert len(err) == 1 and err[0].startswith("error: ")
     assert __import__("re").search(words, err[0]), err[0]
 
 
