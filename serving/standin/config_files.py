@@ -14,6 +14,7 @@ that parses here works there. No protoc is needed.
 """
 import dataclasses
 import os
+import re
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format, wrappers_pb2
 from tensorflow_serving.config import model_server_config_pb2
@@ -21,6 +22,7 @@ from tensorflow_serving.config import model_server_config_pb2
 PACKAGE = "tensorflow.serving"
 TENSORFLOW_PLATFORM = "tensorflow"  # the only model_platform the stand-in serves
 DEFAULT_PROMETHEUS_PATH = "/monitoring/prometheus/metrics"  # PrometheusExporter::kPrometheusPath
+_URI_SCHEME = re.compile(r"[a-zA-Z][0-9a-zA-Z.]*://")  # tensorflow::io::ParseURI's scheme
 _F = descriptor_pb2.FieldDescriptorProto
 # (message, [(field, number, type, wrapper message or None, repeated?)]) as TF Serving declares them.
 _MESSAGES = (
@@ -109,6 +111,24 @@ def check_model_server_config(config, where):
                                   "in config list")
         names.add(model.name)
         check_model_config(model, where)
+    try:
+        check_base_paths(config)
+    except ConfigFileError as e:
+        raise ConfigFileError(f"{where}: {e}") from None
+
+
+def check_base_paths(config):
+    """ValidateModelConfigList's rule (TF Serving has no model_config_list_root_dir flag): every
+    base_path is absolute or a URI, for a start-up config and a gRPC reload alike."""
+    for model in config.model_config_list.config:
+        if is_relative_path(model.base_path):
+            raise ConfigFileError(f"Expected model {model.name} to have an absolute path or URI; "
+                                  f"got base_path()={model.base_path}")
+
+
+def is_relative_path(uri):
+    """UriIsRelativePath: no scheme:// (io::ParseURI's) and a path not starting with "/"."""
+    return _URI_SCHEME.match(uri) is None and uri != "" and not uri.startswith("/")
 
 
 def check_model_config(model, where):

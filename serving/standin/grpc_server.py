@@ -146,10 +146,11 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
     @abort_on_error
     def MultiInference(self, request, context):
-        """The model of the first task's model_spec (TF Serving's GetModelSpecFromRequest)."""
+        """The model of the first task's model_spec (TF Serving's GetModelSpecFromRequest).
+        Not counted in request_count or request_latency: TF Serving's MultiInference records
+        neither (only Predict, Classify and Regress do)."""
         spec = request.tasks[0].model_spec if request.tasks else model_pb2.ModelSpec()
-        with metrics_lib.track(self.metrics, spec.name, "MultiInference", "GRPC"):
-            return inference.multi_inference(resolve_spec(self.core, spec), request)
+        return inference.multi_inference(resolve_spec(self.core, spec), request)
 
     @abort_on_error
     def GetModelMetadata(self, request, context):
@@ -157,24 +158,33 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
 
 class ModelService(model_service_pb2_grpc.ModelServiceServicer):
-    def __init__(self, core):
-        self.core = core
+    def __init__(self, core, metrics=None):
+        self.core, self.metrics = core, metrics
 
     @abort_on_error
     def HandleReloadConfigRequest(self, request, context):
-        """Applies a ModelServerConfig sent over gRPC, as TF Serving's ModelServiceImpl does."""
+        """Applies a ModelServerConfig sent over gRPC, as TF Serving's ModelServiceImpl does:
+        the answer carries its status and, for each of the request's metric_names, how much
+        the metric's first point grew while the config was applied."""
+        before = {name: metrics_lib.int64_value(self.metrics, name) for name in request.metric_names}
         if request.config.WhichOneof("config") != "model_config_list":
             raise errors.InvalidArgument(
                 "ServerModelConfig type not supported by HandleReloadConfigRequest. Only "
                 "ModelConfigList is currently supported")
         try:
+            config_files.check_base_paths(request.config)  # TF Serving's words, no prefix
             config_files.check_model_server_config(request.config, "ReloadConfigRequest")
             self.core.apply_config(request.config)
         except config_files.ConfigFileError as e:
             if e.code == "FAILED_PRECONDITION":
                 raise errors.FailedPrecondition(str(e)) from e
             raise errors.InvalidArgument(str(e)) from e
-        return model_management_pb2.ReloadConfigResponse()  # status: OK (all defaults)
+        response = model_management_pb2.ReloadConfigResponse()
+        response.status.SetInParent()  # ToStatusProto(OK): error_code OK, set as TF Serving sets it
+        for name, value in before.items():
+            response.metric.add(name=name, int64_value_increase=(
+                metrics_lib.int64_value(self.metrics, name) - value))
+        return response
 
     @abort_on_error
     def GetModelStatus(self, request, context):
@@ -226,7 +236,7 @@ def start_grpc_server(core, host, port, max_message_bytes, metrics=None):
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=GRPC_WORKERS), options=options)
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
         PredictionService(core, metrics), server)
-    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(core), server)
+    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(core, metrics), server)
     try:
         bound = server.add_insecure_port(f"{host}:{port}")
     except RuntimeError as e:  # newer grpc raises here instead of returning 0

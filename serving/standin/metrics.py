@@ -20,6 +20,7 @@ the TensorFlow metrics the stand-in measures at the same points TF does:
     :tensorflow:core:graph_run_time_usecs_histogram                       histogram, microseconds
     :tensorflow:serving:runtime_latency{model_name,API,runtime}           histogram, microseconds
     :tensorflow:serving:request_example_counts{model}, ..._count_total{model}  Classify/Regress
+    :tensorflow:serving:model_warmup_latency{model_path,status}           histogram, microseconds
 
     curl http://127.0.0.1:8501/monitoring/prometheus/metrics
 """
@@ -43,6 +44,7 @@ GRAPH_RUN_TIME_HISTOGRAM = "/tensorflow/core/graph_run_time_usecs_histogram"
 RUNTIME_LATENCY = "/tensorflow/serving/runtime_latency"
 EXAMPLE_COUNTS = "/tensorflow/serving/request_example_counts"
 EXAMPLE_COUNT_TOTAL = "/tensorflow/serving/request_example_count_total"
+MODEL_WARMUP_LATENCY = "/tensorflow/serving/model_warmup_latency"  # saved_model_warmup_util.cc
 RUNTIME = "TF1"  # TF Serving's runtime label for a SavedModel run in a TF session
 
 
@@ -127,7 +129,9 @@ class ProcessMetrics:
             Histogram(RUNTIME_LATENCY, ("model_name", "API", "runtime"),
                       exponential_limits(10, 1.8, 33)),
             Histogram(EXAMPLE_COUNTS, ("model",), exponential_limits(1, 2, 15)),
-            Counter(EXAMPLE_COUNT_TOTAL, ("model",))]
+            Counter(EXAMPLE_COUNT_TOTAL, ("model",)),
+            Histogram(MODEL_WARMUP_LATENCY, ("model_path", "status"),
+                      exponential_limits(10, 1.8, 33))]
         self.by_name = {metric.name: metric for metric in self.metrics}
 
     def record_load(self, model_path, is_ok, seconds):
@@ -151,6 +155,12 @@ class ProcessMetrics:
         """The model call of one Predict/Classify/Regress (with batching: queue included)."""
         with self.lock:
             self.by_name[RUNTIME_LATENCY].add((model_name, api, RUNTIME), int(seconds * 1e6))
+
+    def record_warmup(self, model_path, seconds):
+        """A warm-up that replayed a version's warmup file to its end (TF Serving records
+        none when the file is absent or a request fails); its status label is "OK"."""
+        with self.lock:
+            self.by_name[MODEL_WARMUP_LATENCY].add((model_path, "OK"), int(seconds * 1e6))
 
     def record_examples(self, model_name, count):
         """The tf.Examples of one Classify/Regress/MultiInference request."""
@@ -203,9 +213,27 @@ class Metrics:
         return "\n".join(lines) + "\n"
 
 
+def int64_value(metrics, name):
+    """The value ModelService's ReloadConfigResponse reads for a metric name: the integer of
+    the first point CollectionRegistry collects (cells in label order), 0 for a histogram,
+    an empty or an unknown metric. metrics: a server's Metrics or None (TF's own only)."""
+    registries = [(PROCESS.lock, PROCESS.by_name)]
+    if metrics is not None:
+        registries.append((metrics._lock, metrics._by_name))
+    for lock, by_name in registries:
+        with lock:
+            metric = by_name.get(name)
+            if metric is not None:
+                if metric.kind != "counter" or not metric.cells:
+                    return 0
+                return metric.cells[min(metric.cells)]
+    return 0
+
+
 class track:  # noqa: N801 - used as `with track(...)`, as the function it replaced
     """Records the request the with-block serves: its status (the canonical code's name of
-    the ServingError it raised, OK, or UNKNOWN for anything else) and its latency. A class,
+    the ServingError it raised, OK, or UNKNOWN for anything else) and its latency. The block
+    may set model_name and api once it knows them (REST learns them from the URL). A class,
     not a contextlib generator: a quarter of the cost on every request."""
     __slots__ = ("metrics", "model_name", "api", "entrypoint", "start")
 
@@ -214,6 +242,7 @@ class track:  # noqa: N801 - used as `with track(...)`, as the function it repla
 
     def __enter__(self):
         self.start = time.perf_counter()
+        return self
 
     def __exit__(self, exc_type, error, traceback):
         if self.metrics is None:

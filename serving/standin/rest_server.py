@@ -36,19 +36,31 @@ LIBEVENT_ERROR_PAGE = ("<HTML><HEAD>\n<TITLE>{code} {reason}</TITLE>\n</HEAD><BO
 
 
 def handle_request(server, method, path, body):
-    """(HTTP status, JSON-able body) for one request whose body has been read."""
-    core = server.core
-    route = rest_routes.route(method, path)
+    """(HTTP status, JSON-able body) for one request under /v1/ whose body has been read.
+
+    Each one is counted in request_count by its model name ("" when the URL names none) and
+    status, GETs and malformed URLs included, and an OK one's latency is recorded under its
+    verb (predict, classify, regress; "" for a GET), as TF Serving's REST dispatcher
+    (model_servers/http_server.cc) records them."""
+    with metrics_lib.track(server.metrics, "", "", "REST") as record:
+        route = rest_routes.route(method, path)
+        record.model_name = route.model_name
+        if route.action in rest_routes.POST_ACTIONS:
+            record.api = route.action
+        return 200, answer(server.core, route, body)
+
+
+def answer(core, route, body):
+    """The JSON-able answer to a routed request."""
     if route.action == "status":  # labels are ignored, as TF Serving ignores them here
-        return 200, rest_routes.format_status(core.get_status(route.model_name, route.version))
+        return rest_routes.format_status(core.get_status(route.model_name, route.version))
     if route.action == "metadata":
         served = core.get(route.model_name, route.version, route.label)
-        return 200, rest_routes.format_metadata(served.model_name, served.version,
-                                                served.signature_defs)
-    with metrics_lib.track(server.metrics, route.model_name, route.action, "REST"):
-        if route.action == "predict":
-            return 200, predict(core, route, body)
-        return 200, rest_routes.classify_or_regress(core, route, body)
+        return rest_routes.format_metadata(served.model_name, served.version,
+                                           served.signature_defs)
+    if route.action == "predict":
+        return predict(core, route, body)
+    return rest_routes.classify_or_regress(core, route, body)
 
 
 def predict(core, route, body):

@@ -19,7 +19,8 @@ from tensorflow.core.protobuf import saved_model_pb2
 from common import predict_protos, signature, warmup
 
 from serving.standin import errors, metrics
-from serving.standin.signature_inputs import check_input_names, convert_inputs, parse_input_specs
+from serving.standin.signature_inputs import (check_batch_sizes, check_input_names, convert_inputs,
+                                             parse_input_specs)
 
 INIT_OP_SIGNATURE = "__saved_model_init_op"  # internal to SavedModel; TF Serving hides it too
 
@@ -95,6 +96,7 @@ class ServedVersion:
         if self.scheduler is None:
             outputs = self.run_signature(name, arrays)
         else:
+            check_batch_sizes(arrays)
             outputs = self.scheduler.run((self.model_name, self.version, name),
                                          lambda merged: self.run_signature(name, merged), arrays)
         metrics.PROCESS.record_runtime(self.model_name, api, time.perf_counter() - start)
@@ -129,9 +131,15 @@ def call_signature(function, tensors):
 
 
 def warm_up(served):
-    """Replays the export's warmup requests (as TF Serving does) before the version serves."""
+    """Replays the export's warmup requests (as TF Serving does) before the version serves;
+    a warm-up that reaches the file's end is timed in model_warmup_latency, as TF Serving's
+    RunSavedModelWarmup times it (from before the file is read)."""
+    start = time.perf_counter()
+    if not tf.io.gfile.exists(os.path.join(served.export_dir, signature.WARMUP_FILE)):
+        return 0  # no file: no warm-up and no metric, as in TF Serving
     requests = warmup.read_warmup_requests(served.export_dir)
     for request in requests:
         served.predict(request.model_spec.signature_name,
                        predict_protos.request_inputs_to_arrays(request))
+    metrics.PROCESS.record_warmup(served.export_dir, time.perf_counter() - start)
     return len(requests)

@@ -39,8 +39,10 @@ class ServerCore:
     def apply_config(self, config):
         """Serves config's models (loading new versions now) and then its labels.
 
-        Raises ConfigFileError, with nothing changed, when a label is not allowed.
+        Raises ConfigFileError, with nothing changed, when a base path is relative (TF
+        Serving's words; --model_base_path too) or a label is not allowed.
         """
+        config_files.check_base_paths(config)
         with self._config_lock:
             labels = self._check_labels(config)
             stores = {model.name: self._store_for(model) for model in config.model_config_list.config}

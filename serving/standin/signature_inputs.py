@@ -1,8 +1,8 @@
 """A request's inputs checked against a signature as TF Serving checks them, then made arrays.
 
 The names first (count, then each alias, in predict_util.cc's words), then each value's
-dtype and rank, then one batch size for all; a value that cannot become the input's
-tensor is refused here, so a merged batch never meets one.
+dtype and rank (one batch size for all only with batching, as in TF Serving); a value
+that cannot become the input's tensor is refused here, so a merged batch never meets one.
 
     .venv/bin/python -c "import tensorflow as tf; from serving.standin import signature_inputs as s; print(s.convert_inputs('serving_default', {'x': (tf.float32, tf.TensorShape([None]))}, {'x': [1, 2]}))"
 """
@@ -63,17 +63,24 @@ def to_array(name, value, dtype):
 
 
 def convert_inputs(signature_name, specs, inputs):
-    """{input name: numpy array} with each input's dtype and rank, one batch size for all.
+    """{input name: numpy array} with each input's dtype and rank.
 
-    specs: {input name: (tf.DType, tf.TensorShape)}; input names checked beforehand.
+    specs: {input name: (tf.DType, tf.TensorShape)}; input names checked beforehand. The
+    inputs' batch sizes may differ, as in TF Serving: a columnar request is not checked
+    (json_tensor.cc's FillTensorMapFromInputsMap) and the graph gets what was sent; only
+    batching requires one size (check_batch_sizes).
     """
     arrays = {}
     for name, value in inputs.items():
         dtype, shape = specs[name]
         arrays[name] = to_array(name, value, dtype)
         check_shape(name, tuple(arrays[name].shape), shape)
-    batch_sizes = {name: int(array.shape[0]) for name, array in arrays.items()}
-    if len(set(batch_sizes.values())) > 1:
-        raise errors.InvalidArgument(f"inputs have different batch sizes: {batch_sizes} "
-                                     f"(signature {signature_name})")
     return arrays
+
+
+def check_batch_sizes(arrays):
+    """BatchingSession's rule (ComputeTensorBatchSize): every input of a batched request has
+    the same 0th-dimension size, since the merged batch is split back by it."""
+    if len({int(array.shape[0]) for array in arrays.values()}) > 1:
+        raise errors.InvalidArgument(
+            "Batching Run() input tensors must have equal 0th-dimension size")

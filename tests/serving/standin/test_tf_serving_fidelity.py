@@ -15,13 +15,23 @@ prediction_service_impl.cc, model_servers/http_server.cc).
 import base64
 import json
 import socket
+import urllib.request
 
+import grpc
 import pytest
+from google.protobuf import text_format
+from prometheus_client.parser import text_string_to_metric_families
+from tensorflow_serving.apis import (inference_pb2, model_management_pb2, model_service_pb2_grpc,
+                                     prediction_service_pb2_grpc)
 
-from common import signature
+from common import predict_protos, signature, warmup
+from serving.standin import config_files, server
 from tests.serving.conftest import b64, rest_call as call
 
 MODEL = "/v1/models/image_classifier"
+METRICS_PATH = "/monitoring/prometheus/metrics"
+CONFIG = 'model_config_list {{ {} }}'
+MODEL_CONFIG = 'config {{ name: "{}" base_path: "{}" model_platform: "tensorflow" }}'
 
 
 def raw_exchange(server, request, answers=1, timeout=30):
@@ -188,3 +198,187 @@ def test_a_content_length_cutting_the_json_short_is_a_parse_error(standin, sampl
     assert status_line == "HTTP/1.1 400 Bad Request"
     assert json.loads(answer) == {"error": "JSON Parse error: Missing a closing quotation mark "
                                            "in string. at offset: 20"}
+
+
+# --- 3. columnar inputs of different batch sizes reach the graph (batching refuses them) -----
+
+def keyed_columnar_body(jpegs, keys):
+    return {"signature_name": signature.SIGNATURE_KEYED,
+            "inputs": {"image_bytes": [b64(j) for j in jpegs], "key": keys}}
+
+
+def test_columnar_inputs_of_different_batch_sizes_are_not_checked(standin, sample_jpegs):
+    status, answer = call(standin, "POST", MODEL + ":predict",
+                          keyed_columnar_body(sample_jpegs[:2], ["only-one"]))
+    assert status == 200, answer
+    outputs = answer["outputs"]
+    assert outputs["key"] == ["only-one"]  # the graph's own answer: one key, two images
+    assert len(outputs["probabilities"]) == 2 and len(outputs["classes"]) == 2
+
+
+def test_grpc_inputs_of_different_batch_sizes_are_not_checked(standin, sample_jpegs):
+    request = predict_protos.make_predict_request(sample_jpegs[:3], "image_classifier",
+                                                  signature.SIGNATURE_KEYED)
+    request.inputs[signature.INPUT_KEY].CopyFrom(predict_protos.make_predict_request(
+        sample_jpegs[:1], "m", signature.SIGNATURE_KEYED, keys=["k"]).inputs[signature.INPUT_KEY])
+    with grpc.insecure_channel(f"127.0.0.1:{standin.grpc_port}") as channel:
+        response = prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(
+            request, timeout=60)
+    assert response.outputs["probabilities"].tensor_shape.dim[0].size == 3
+    assert list(response.outputs["key"].string_val) == [b"k"]
+
+
+@pytest.fixture(scope="module")
+def batching_server(tiny_export_base):
+    running = server.start_server("image_classifier", str(tiny_export_base), enable_warmup=False,
+                                  batching=config_files.BatchingOptions(max_batch_size=8))
+    yield running
+    running.stop()
+
+
+def test_with_batching_inputs_of_different_batch_sizes_are_refused(batching_server, sample_jpegs):
+    assert call(batching_server, "POST", MODEL + ":predict",
+                keyed_columnar_body(sample_jpegs[:2], ["only-one"])) == (
+        400, {"error": "Batching Run() input tensors must have equal 0th-dimension size"})
+    status, answer = call(batching_server, "POST", MODEL + ":predict",
+                          keyed_columnar_body(sample_jpegs[:2], ["a", "b"]))
+    assert status == 200 and answer["outputs"]["key"] == ["a", "b"]
+
+
+# --- 5, 6. ModelService.HandleReloadConfigRequest: absolute paths; status and metrics --------
+
+@pytest.fixture(scope="module")
+def config_base(tmp_path_factory, save_tiny_model, sample_jpegs):
+    """A base path of its own (the load and warm-up metrics are process-wide, by path)."""
+    base = tmp_path_factory.mktemp("fidelity") / "image_classifier"
+    save_tiny_model(base / "1", seed=0, warmup_jpegs=sample_jpegs[:2])
+    return base
+
+
+@pytest.fixture(scope="module")
+def config_server(config_base):
+    """A stand-in with Prometheus metrics, serving the fixture model (with its warmup file)."""
+    config = text_format.Parse(CONFIG.format(MODEL_CONFIG.format("image_classifier",
+                                                                 config_base)),
+                               config_files.model_server_config_pb2.ModelServerConfig())
+    running = server.start_server(model_config=config, prometheus_path=METRICS_PATH,
+                                  poll_seconds=0.5)
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def channel(config_server):
+    with grpc.insecure_channel(f"127.0.0.1:{config_server.grpc_port}") as opened:
+        yield opened
+
+
+def reload_request(*models, metric_names=()):
+    request = model_management_pb2.ReloadConfigRequest(metric_names=list(metric_names))
+    text_format.Parse(CONFIG.format(" ".join(MODEL_CONFIG.format(name, path)
+                                             for name, path in models)), request.config)
+    return request
+
+
+@pytest.mark.parametrize("base_path", ["relative/image_classifier", "./image_classifier",
+                                       "C:/models/image_classifier"])
+def test_reload_with_a_relative_base_path_is_invalid_argument(config_server, channel, base_path):
+    stub = model_service_pb2_grpc.ModelServiceStub(channel)
+    with pytest.raises(grpc.RpcError) as raised:
+        stub.HandleReloadConfigRequest(reload_request(("image_classifier", base_path)), timeout=60)
+    assert (raised.value.code(), raised.value.details()) == (
+        grpc.StatusCode.INVALID_ARGUMENT, "Expected model image_classifier to have an absolute "
+        f"path or URI; got base_path()={base_path}")
+    assert call(config_server, "GET", MODEL)[0] == 200  # the previous config keeps serving
+
+
+@pytest.mark.parametrize("uri, is_relative", [
+    ("relative/m", True), ("m", True), ("C:/m", True), ("/abs/m", False),
+    ("gs://bucket/m", False), ("s3://bucket/m", False), ("hdfs://host:9000/m", False), ("", False)])
+def test_uri_is_relative_path_as_tf_serving_reads_it(uri, is_relative):
+    assert config_files.is_relative_path(uri) is is_relative
+
+
+def test_a_relative_model_base_path_is_refused_at_start_up():
+    with pytest.raises(config_files.ConfigFileError, match=r"^Expected model m to have an "
+                       r"absolute path or URI; got base_path\(\)=export/m$"):
+        server.start_server("m", "export/m")
+
+
+def test_reload_answers_its_status_and_the_metrics_asked_for(
+        config_server, channel, config_base, tmp_path, save_tiny_model, sample_jpegs):
+    second = save_tiny_model(tmp_path / "second" / "1", seed=2, warmup_jpegs=sample_jpegs[:3])
+    warmup_runs = len(warmup.read_warmup_requests(str(second)))
+    names = ["/tensorflow/core/graph_runs", "/tensorflow/serving/no_such_metric",
+             "/tensorflow/serving/model_warmup_latency"]
+    stub = model_service_pb2_grpc.ModelServiceStub(channel)
+    response = stub.HandleReloadConfigRequest(reload_request(
+        ("image_classifier", config_base), ("second", tmp_path / "second"),
+        metric_names=names), timeout=120)
+    assert response.HasField("status") and response.status.error_code == 0
+    # graph runs grew by the new model's warm-up; an unknown name and a histogram read 0
+    assert [(m.name, m.int64_value_increase) for m in response.metric] == [
+        (names[0], warmup_runs), (names[1], 0), (names[2], 0)]
+    assert warmup_runs == 4 and call(config_server, "GET", "/v1/models/second")[0] == 200
+
+
+# --- 7. the warm-up metric; request counts as TF Serving keeps them --------------------------
+
+def scrape(running):
+    with urllib.request.urlopen(f"http://127.0.0.1:{running.rest_port}{METRICS_PATH}",
+                                timeout=30) as page:
+        return {f.name: f for f in text_string_to_metric_families(page.read().decode())}
+
+
+def sample(families, name, suffix="", **labels):
+    family = families.get(name)
+    return sum(s.value for s in (family.samples if family else [])
+               if s.name == name + suffix and s.labels == labels)
+
+
+def test_a_warm_up_is_timed_in_model_warmup_latency(config_server, config_base):
+    families = scrape(config_server)
+    path = str(config_base / "1")
+    name = ":tensorflow:serving:model_warmup_latency"
+    assert sample(families, name, "_count", model_path=path, status="OK") == 1
+    assert sample(families, name, "_sum", model_path=path, status="OK") > 0  # microseconds
+
+
+def test_request_count_covers_every_rest_request_under_v1(config_server, sample_jpegs):
+    count, latency = ":tensorflow:serving:request_count", ":tensorflow:serving:request_latency"
+    before = scrape(config_server)
+    assert call(config_server, "GET", MODEL)[0] == 200
+    assert call(config_server, "GET", MODEL + "/metadata")[0] == 200
+    assert call(config_server, "GET", "/v1/foo")[0] == 400
+    assert call(config_server, "OPTIONS", MODEL)[0] == 400
+    assert call(config_server, "GET", "/v1/models/nope")[0] == 404
+    assert call(config_server, "POST", MODEL + ":predict", predict_body(sample_jpegs[:1]))[0] == 200
+    assert call(config_server, "GET", "/elsewhere")[0] == 404  # not under /v1/: not counted
+    after = scrape(config_server)
+    deltas = {key: sample(after, count, "_total", model_name=key[0], status=key[1]) -
+              sample(before, count, "_total", model_name=key[0], status=key[1])
+              for key in [("image_classifier", "OK"), ("", "INVALID_ARGUMENT"),
+                          ("nope", "NOT_FOUND")]}
+    assert deltas == {("image_classifier", "OK"): 3, ("", "INVALID_ARGUMENT"): 2,
+                      ("nope", "NOT_FOUND"): 1}
+    latencies = {api: sample(after, latency, "_count", model_name="image_classifier", API=api,
+                             entrypoint="REST") -
+                 sample(before, latency, "_count", model_name="image_classifier", API=api,
+                        entrypoint="REST") for api in ("", "predict")}
+    assert latencies == {"": 2, "predict": 1}  # successes only, GETs under an empty API
+
+
+def test_multi_inference_is_not_counted(config_server, channel, sample_jpegs):
+    count = ":tensorflow:serving:request_count"
+    before = scrape(config_server)
+    request = inference_pb2.MultiInferenceRequest()
+    task = request.tasks.add(method_name="tensorflow/serving/classify")
+    task.model_spec.name = "image_classifier"
+    request.input.example_list.examples.add()
+    stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+    with pytest.raises(grpc.RpcError) as raised:  # the fixture model has no classify signature
+        stub.MultiInference(request, timeout=60)
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    after = scrape(config_server)
+    assert [s for s in after[count].samples if s.labels["model_name"] == "image_classifier"] == [
+        s for s in before[count].samples if s.labels["model_name"] == "image_classifier"]
