@@ -8,6 +8,8 @@ Says which server it starts and why, then replaces itself with that server
 gRPC on 8500 bound to 127.0.0.1 unless --host says otherwise. With --server
 you force one choice. A port another server already holds is a one-line error
 and exit code 2: a client would otherwise talk to that server, not this one.
+Flags it does not know go to the server; one close to a flag of its own or of
+the stand-in (TF Serving's) is a typo, answered with "did you mean".
 """
 import os
 import shutil
@@ -16,6 +18,7 @@ import subprocess
 import sys
 
 from common import console, export_versions, signature
+from common.user_errors import UserError
 
 DOCKER_IMAGE = "tensorflow/serving:2.15.1"  # the TF version the trainer exports with
 SERVERS = ("auto", "docker", "tensorflow_model_server", "standin")
@@ -31,7 +34,7 @@ def build_parser():
         epilog="Other --flags go to the server as they are, e.g. --enable_batching "
                "--batching_parameters_file F or --monitoring_config_file F (TF Serving's own "
                "flags, which the stand-in also takes; with Docker, paths must exist in the container).")
-    parser.add_argument("--model_base_path", required=True, help="OUT/export/<model_name>")
+    parser.add_argument("--model_base_path", help="OUT/export/<model_name> (required)")
     parser.add_argument("--model_name", default=None,
                         help="default: the last directory of --model_base_path")
     parser.add_argument("--rest_api_port", type=int, default=DEFAULT_REST_API_PORT)
@@ -41,6 +44,33 @@ def build_parser():
     parser.add_argument("--docker_image", default=DOCKER_IMAGE)
     parser.add_argument("--dry_run", action="store_true", help="print the command, do not run it")
     return parser
+
+
+class LaunchError(UserError):
+    """A launcher flag, path or port that cannot work: one line, exit code 2."""
+
+
+def parse_args(argv=None):
+    """The launcher's flags, args.server_flags the rest (for the server); a typo exits 2."""
+    parser = build_parser()
+    args, args.server_flags = parser.parse_known_args(argv)
+    check_server_flags(parser, args.server_flags)
+    if not args.model_base_path:  # checked after the typos: --model_base_pth gets its hint
+        parser.error("the following arguments are required: --model_base_path")
+    return args
+
+
+def check_server_flags(parser, server_flags):
+    """parser.error (one line, exit 2) for a stray path, or for a pass-through flag that is
+    neither the launcher's nor the stand-in's (TF Serving's) but close to one: a typo. Other
+    flags pass: TF Serving has more than the stand-in takes."""
+    from serving.standin import server  # its parser loads no TensorFlow
+    if server_flags and not server_flags[0].startswith("-"):  # a stray path, not a flag
+        parser.error(f"unrecognized arguments: {' '.join(server_flags)}")
+    known = console.flag_names(parser) + console.flag_names(server.build_parser())
+    for flag in (arg.split("=", 1)[0] for arg in server_flags if arg.startswith("-")):
+        if flag not in known and console.closest_flag(flag, known):
+            parser.error(f"unrecognized arguments: {flag}")
 
 
 def is_port_free(port, host="127.0.0.1"):
@@ -133,39 +163,37 @@ def version_numbers(base):
 def resolve_model_base(path):
     """(export base, note): TF Serving takes the base and serves its highest version. A
     version directory is accepted when it is that highest version (the note says so);
-    otherwise ValueError naming the fix. Anything else that is not a directory: ValueError."""
+    otherwise LaunchError naming the fix. Anything else that is not a directory: LaunchError."""
     path = path.rstrip("/")
     if not os.path.isdir(path):
-        raise ValueError(f"--model_base_path={path!r} is not a directory; pass OUT/export/<model_name>")
+        raise LaunchError(f"--model_base_path={path!r} is not a directory; pass OUT/export/<model_name>")
     if not export_versions.has_saved_model(path):
         return path, None
     base, version = os.path.dirname(path), os.path.basename(path)
     highest = export_versions.latest_version(base)
     if not export_versions.is_version_name(version) or int(version) != highest:
-        raise ValueError(f"{path} is a version directory, and TF Serving serves the highest version "
+        raise LaunchError(f"{path} is a version directory, and TF Serving serves the highest version "
                          f"of its base ({highest} in {base}); pass {base}, or copy version "
                          f"{version} into a base of its own")
     return base, f"{path} is version {version}, the highest of {base}: serving {base}"
 
 
-def main(argv=None):
-    console.quiet_unless_verbose([])  # the server started here inherits the quiet environment
-    parser = build_parser()
-    args, args.server_flags = parser.parse_known_args(argv)
-    if args.server_flags and not args.server_flags[0].startswith("-"):  # a stray path, not a flag
-        parser.error(f"unrecognized arguments: {' '.join(args.server_flags)}")
-    try:
-        args.model_base_path, note = resolve_model_base(args.model_base_path)
-    except ValueError as err:
-        print(f"serving.launch: error: {err}", file=sys.stderr, flush=True)
-        return 2
+def plan_launch(args):
+    """(server, reason, argv) to run; LaunchError for a model path or a port that cannot work."""
+    args.model_base_path, note = resolve_model_base(args.model_base_path)
     if note:
         print(f"serving.launch: {note}", flush=True)
     busy = None if args.dry_run else find_busy_port(args)
     if busy:
-        print(f"serving.launch: error: {busy}", file=sys.stderr, flush=True)
-        return 2
-    server, reason, command = build_command(args)
+        raise LaunchError(busy)
+    return build_command(args)
+
+
+def main(argv=None):
+    """The command: a mistake is one "error:" line and exit code 2 (SystemExit)."""
+    console.quiet_unless_verbose([])  # the server started here inherits the quiet environment
+    args = parse_args(argv)
+    server, reason, command = console.exit_on_user_error(plan_launch, args)
     print(f"serving.launch: starting {server} ({reason}): {' '.join(command)}", flush=True)
     if server == "tensorflow_model_server" and args.host != "0.0.0.0":
         print("serving.launch: note: tensorflow_model_server has no bind-address flag and listens "

@@ -68,8 +68,9 @@ def test_launch_commands_bind_loopback_and_name_the_model(tmp_path):
 
 
 def test_launcher_rejects_a_missing_directory(tmp_path, capsys):
-    assert launch.main(["--model_base_path", str(tmp_path / "missing"), "--dry_run"]) == 2
-    assert re.search(r"^serving.launch: error: .*missing.* is not a directory",
+    with pytest.raises(SystemExit, match="^2$"):
+        launch.main(["--model_base_path", str(tmp_path / "missing"), "--dry_run"])
+    assert re.search(r"^error: --model_base_path=.*missing.* is not a directory",
                      capsys.readouterr().err)
 
 
@@ -85,7 +86,8 @@ def test_launcher_refuses_a_version_that_is_not_the_highest(tiny_export_base, tm
     base = tmp_path / "image_classifier"
     shutil.copytree(tiny_export_base / "1", base / "1")
     shutil.copytree(tiny_export_base / "1", base / "2")
-    assert launch.main(["--model_base_path", str(base / "1"), "--dry_run"]) == 2
+    with pytest.raises(SystemExit, match="^2$"):
+        launch.main(["--model_base_path", str(base / "1"), "--dry_run"])
     assert "TF Serving serves the highest version of its base (2 in" in capsys.readouterr().err
 
 
@@ -270,7 +272,7 @@ def test_launcher_refuses_a_port_another_server_holds(tiny_export_base, tmp_path
             env=dict(os.environ, PATH=str(tmp_path)), timeout=60)
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr.splitlines() == [
-        f"serving.launch: error: gRPC port {port} on 127.0.0.1 is already in use by another "
+        f"error: gRPC port {port} on 127.0.0.1 is already in use by another "
         "server; stop it or pass --port N"]
 
 
