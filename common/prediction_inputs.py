@@ -62,13 +62,19 @@ def is_glob(path):
 
 
 def input_kind(path):
-    """"csv", "images" (a folder, or a glob of image files only) or "tfrecords"."""
+    """"csv", "images" (a folder, or a glob of image files only) or "tfrecords";
+    NoUsableInput for a glob matching image files and other files."""
     if is_csv(path) and not is_glob(path):
         return "csv"
     if not is_glob(path):
         return "images" if tf.io.gfile.isdir(path) or is_image_name(path) else "tfrecords"
     matches = tf.io.gfile.glob(path)
-    return "images" if matches and all(is_image_name(m) for m in matches) else "tfrecords"
+    images = [m for m in matches if is_image_name(m)]
+    if images and len(images) < len(matches):
+        other = next(m for m in matches if not is_image_name(m))
+        raise NoUsableInput(f"{path} matches image files ({images[0]}, ...) and other files "
+                            f"({other}, ...): narrow it to images (e.g. '*.jpg') or to TFRecords")
+    return "images" if images else "tfrecords"
 
 
 def list_image_files(path):

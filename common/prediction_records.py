@@ -114,6 +114,7 @@ class GfileOps:
     serving/batch_predict.py passes its own (Beam's FileSystems) with the same methods."""
 
     glob = staticmethod(tf.io.gfile.glob)
+    folders = staticmethod(tf.io.gfile.glob)  # gfile's glob matches folders too
     exists = staticmethod(tf.io.gfile.exists)
 
     @staticmethod
@@ -206,7 +207,7 @@ def remove_leftover_staging(prefix, staging, files=GfileOps):
     """Deletes the staging folders of runs into prefix that started before this one (killed
     or failed: a finished run removes its own) and says so."""
     pattern = staging_dir(prefix, "*")
-    older = [path.rstrip("/") for path in files.glob(pattern) if path.rstrip("/") < staging]
+    older = [path.rstrip("/") for path in files.folders(pattern) if path.rstrip("/") < staging]
     for path in older:
         files.remove_tree(path)
     if older:

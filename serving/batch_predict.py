@@ -98,8 +98,8 @@ def check_inputs(args, files):
     from common import prediction_inputs
     if args.input_csv:
         prediction_inputs.check_csv_path(args.input_csv, "--input_csv", files.exists, files.isdir)
-    elif args.input_images:
-        prediction_inputs.list_image_files(args.input_images)
+    elif args.input_images:  # listed once, here; the pipeline classifies this list
+        args.image_files = prediction_inputs.list_image_files(args.input_images)
     elif not files.glob(args.input_tfrecord):
         raise prediction_inputs.NoUsableInput(
             f"--input_tfrecord {args.input_tfrecord} matches no files")

@@ -5,8 +5,10 @@ have parsed (--help stays fast).
 
     .venv/bin/python -m serving.batch_predict --help     # the command; this module is its pipeline
 """
+import glob
 import hashlib
 import posixpath
+import typing
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -118,11 +120,12 @@ def read_inputs(pipeline, args):
     if args.input_tfrecord:
         return (pipeline | "ReadTFRecords" >> beam.io.ReadFromTFRecord(args.input_tfrecord)
                 | "ParseRecords" >> beam.Map(image_from_record))
-    if args.input_images:
-        return pipeline | "ListImages" >> beam.Create(
-            [(uri, None) for uri in prediction_inputs.list_image_files(args.input_images)])
+    if args.input_images:  # listed by the launcher (batch_predict.check_inputs)
+        return pipeline | "ListImages" >> beam.Create([(uri, None) for uri in args.image_files])
+    # Any: the lines give (uri, label) tuples and InputImage errors (a malformed line, a
+    # header), and the tuple coder Beam infers from the generator would refuse the latter.
     return (pipeline | "CsvPath" >> beam.Create([args.input_csv])
-            | "ReadUris" >> beam.FlatMap(prediction_inputs.read_csv_uris))
+            | "ReadUris" >> beam.FlatMap(prediction_inputs.read_csv_uris).with_output_types(typing.Any))
 
 
 def build_pipeline(pipeline, args, staged_prefix):
@@ -156,6 +159,15 @@ class BeamFileOps:
     @staticmethod
     def glob(pattern):
         return [m.path for m in FileSystems.match([pattern])[0].metadata_list]
+
+    @staticmethod
+    def folders(pattern):
+        """The folders matching pattern: locally every one; on gs:// those holding files
+        (Beam's match lists files only, and GCS has no folders without objects)."""
+        if "://" not in pattern:
+            return sorted(glob.glob(pattern))
+        depth = pattern.count("/") + 1
+        return sorted({"/".join(path.split("/")[:depth]) for path in BeamFileOps.glob(pattern + "/**")})
 
     @staticmethod
     def exists(path):

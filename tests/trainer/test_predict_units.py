@@ -149,3 +149,31 @@ def test_write_records_into_a_new_directory_removes_nothing(tmp_path, caplog):
         prediction_records.write_records(records, str(tmp_path / "new"), "jsonl", 10)
     assert sorted(os.listdir(tmp_path / "new")) == ["predictions-00000-of-00001.jsonl", "summary.json"]
     assert caplog.records == []
+
+
+@pytest.fixture
+def mixed_folder(tmp_path, make_jpeg):
+    (tmp_path / "a.JPG").write_bytes(make_jpeg())
+    (tmp_path / "b.png").write_bytes(make_jpeg(fmt="PNG"))
+    (tmp_path / "eval-00000-of-00001.tfrecord").write_bytes(b"")
+    (tmp_path / "images.csv").write_text("a.JPG\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize("pattern,kind", [
+    ("images.csv", "csv"), (".", "images"), ("*.JPG", "images"), ("[ab].*", "images"),
+    ("eval-*", "tfrecords"), ("nothing-*", "tfrecords"), ("a.JPG", "images")])
+def test_input_kind_by_what_the_path_names(mixed_folder, pattern, kind):
+    assert prediction_inputs.input_kind(f"{mixed_folder}/{pattern}") == kind
+
+
+def test_a_glob_of_images_and_other_files_is_refused(mixed_folder):
+    with pytest.raises(prediction_inputs.NoUsableInput, match=r"matches image files .* and other files"):
+        prediction_inputs.input_kind(f"{mixed_folder}/*")
+
+
+def test_a_folder_lists_its_images_by_name(mixed_folder, caplog):
+    with caplog.at_level("WARNING", logger="common.prediction_inputs"):
+        files = prediction_inputs.list_image_files(str(mixed_folder))
+    assert [os.path.basename(f) for f in files] == ["a.JPG", "b.png"]
+    assert "Skipped 2 file(s)" in caplog.text and "images.csv" in caplog.text
