@@ -123,14 +123,29 @@ class ArgumentParser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        self.argv = []
+
+    def parse_known_args(self, args=None, namespace=None):
+        self.argv = list(sys.argv[1:] if args is None else args)  # for error()'s hint
+        return super().parse_known_args(args, namespace)
 
     def error(self, message):
+        if "arguments are required" in message and self.mistyped_flag():
+            # a mistyped required flag (--output_di): the typo is the mistake to name
+            message = f"unrecognized arguments: {self.mistyped_flag()}"
         hint = glob_hint(message)
         unknown = unrecognized_flag(message)
         if unknown:
             close = closest_flag(unknown, flag_names(self))
             hint = f"; did you mean {close}?" if close else hint
         self.exit(2, f"error: {message}{hint}; see {self.prog} --help\n")
+
+    def mistyped_flag(self):
+        """The first flag given that this parser does not know but has a close match to."""
+        known = flag_names(self)
+        return next((flag for flag in (arg.split("=", 1)[0] for arg in self.argv)
+                     if flag.startswith("-") and flag not in known
+                     and closest_flag(flag, known)), None)
 
 
 def flag_names(parser):

@@ -7,7 +7,6 @@ with a fixed hash split. A rerun with the same settings returns at once.
 
     python -m preprocess.demo_data --output_dir work/demo/images
 """
-import argparse
 import io
 import json
 import logging
@@ -16,6 +15,8 @@ import os
 import numpy as np
 from PIL import Image
 
+from common import console
+from common.user_errors import UserError
 from preprocess import splits
 
 # 8x8 -> 32x32: bicubic upscaling gives smooth strokes that JPEG keeps intact;
@@ -103,11 +104,25 @@ def build_demo_data(output_dir):
     return counts
 
 
+class DemoDataError(UserError):
+    """An output directory the demo dataset cannot be written to."""
+
+
+def build_demo_data_or_explain(output_dir):
+    """build_demo_data; DemoDataError (one line) when the directory cannot be written."""
+    try:
+        return build_demo_data(output_dir)
+    except OSError as err:  # a file where the folder should be, no permission, a full disk
+        raise DemoDataError(f"--output_dir {output_dir}: cannot write the demo dataset there "
+                            f"({err.strerror or err}: {err.filename or output_dir})") from None
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = console.ArgumentParser(prog="python -m preprocess.demo_data",
+                                    description=__doc__.split("\n")[0])
     parser.add_argument("--output_dir", required=True)
     args = parser.parse_args(argv)
-    counts = build_demo_data(args.output_dir)
+    counts = console.exit_on_user_error(build_demo_data_or_explain, args.output_dir)
     print(f"demo data in {args.output_dir}: {counts['train']} train, {counts['eval']} eval")
 
 

@@ -34,7 +34,7 @@ def build_parser():
         epilog="Other --flags go to the server as they are, e.g. --enable_batching "
                "--batching_parameters_file F or --monitoring_config_file F (TF Serving's own "
                "flags, which the stand-in also takes; with Docker, paths must exist in the container).")
-    parser.add_argument("--model_base_path", help="OUT/export/<model_name> (required)")
+    parser.add_argument("--model_base_path", required=True, help="OUT/export/<model_name>")
     parser.add_argument("--model_name", default=None,
                         help="default: the last directory of --model_base_path")
     parser.add_argument("--rest_api_port", type=int, default=DEFAULT_REST_API_PORT)
@@ -55,8 +55,6 @@ def parse_args(argv=None):
     parser = build_parser()
     args, args.server_flags = parser.parse_known_args(argv)
     check_server_flags(parser, args.server_flags)
-    if not args.model_base_path:  # checked after the typos: --model_base_pth gets its hint
-        parser.error("the following arguments are required: --model_base_path")
     return args
 
 

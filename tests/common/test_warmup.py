@@ -37,8 +37,8 @@ def test_read_warmup_requests_without_file_is_empty(tmp_path):
 
 
 @pytest.mark.parametrize("export_dir, jpegs, error", [
-    ("missing", [b"x"], FileNotFoundError),
-    (".", [], ValueError),
+    ("missing", [b"x"], warmup.WarmupError),
+    (".", [], warmup.WarmupError),
 ])
 def test_write_warmup_requests_rejects_bad_arguments(tmp_path, export_dir, jpegs, error):
     with pytest.raises(error, match="export_dir|empty"):
