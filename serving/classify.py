@@ -1,8 +1,11 @@
 """Files -> top-k classes through a transport client, with an error per bad file.
 
-Unreadable files and files that are not JPEGs are reported without a request;
-a batch the server rejects is retried image by image so the error lands on
-the file that caused it.
+Images are sent as the export decodes them (common/image_ops.decode_image, that is
+tf.io.decode_image: JPEG, PNG, GIF, BMP), recognised by their first bytes; unreadable
+files and files of any other kind are reported without a request. A batch the server
+rejects is retried image by image so the error lands on the file that caused it.
+Class names from a labels file are used only when their number is the model's class
+count (the length of the probabilities it answers): LabelsMismatch otherwise.
 
     .venv/bin/python -m serving.client --server http://127.0.0.1:8501 --model image_classifier a.jpg
 """
@@ -11,9 +14,21 @@ import dataclasses
 import numpy as np
 
 from common import signature
+from common.user_errors import UserError
 from serving.rest_client import ServerError
 
-JPEG_MAGIC = b"\xff\xd8\xff"  # every JPEG starts with SOI then a marker
+# The first bytes of each format tf.io.decode_image reads (the export's decoder).
+IMAGE_SIGNATURES = {
+    b"\xff\xd8\xff": "JPEG",            # SOI, then a marker
+    b"\x89PNG\r\n\x1a\n": "PNG",
+    b"GIF87a": "GIF", b"GIF89a": "GIF",
+    b"BM": "BMP",
+}
+DECODED_FORMATS = "JPEG, PNG, GIF or BMP"
+
+
+class LabelsMismatch(UserError):
+    """A labels file whose number of names is not the model's class count."""
 
 
 @dataclasses.dataclass
@@ -34,7 +49,12 @@ def read_labels(path):
         return dataset_files.parse_labels(f.read(), source=path)
 
 
-def read_jpeg(path):
+def image_format(data):
+    """"JPEG", "PNG", "GIF" or "BMP" by the first bytes, or None."""
+    return next((name for magic, name in IMAGE_SIGNATURES.items() if data.startswith(magic)), None)
+
+
+def read_image(path):
     """(bytes, None) or (None, error message) for one file."""
     try:
         with open(path, "rb") as f:
@@ -42,10 +62,21 @@ def read_jpeg(path):
     except OSError as e:
         return None, f"cannot read: {e.strerror or e}"
     if not data:
-        return None, "empty file, not a JPEG"
-    if not data.startswith(JPEG_MAGIC):
-        return None, f"not a JPEG (starts with {data[:8]!r})"
+        return None, f"empty file, not an image ({DECODED_FORMATS})"
+    if image_format(data) is None:
+        return None, (f"not an image the model decodes ({DECODED_FORMATS}): starts with "
+                      f"{data[:8]!r}")
     return data, None
+
+
+def check_labels(labels, outputs, source):
+    """LabelsMismatch unless labels has one name per class of the model's answer."""
+    num_classes = np.shape(outputs[signature.OUTPUT_PROBABILITIES])[-1]
+    if labels is not None and len(labels) != num_classes:
+        raise LabelsMismatch(
+            f"{source} has {len(labels)} class names but the model has {num_classes} classes "
+            f"(the length of its {signature.OUTPUT_PROBABILITIES}): pass the labels.txt of the "
+            f"dataset this model was trained on, or leave --labels out")
 
 
 def top_k(outputs, row, k, labels=None):
@@ -65,11 +96,12 @@ def top_k(outputs, row, k, labels=None):
     return [(name_of(int(i)), int(i), float(probabilities[i])) for i in order]
 
 
-def classify_batch(client, items, k, labels, version):
-    """items: [(ImageResult, jpeg bytes)]; fills each result.
+def classify_batch(client, items, k, labels, version, labels_source="labels"):
+    """items: [(ImageResult, image bytes)]; fills each result.
 
     A batch rejected as bad input is retried image by image so the error lands
-    on its file; other errors (unreachable, unknown model) raise ServerError.
+    on its file; other errors (unreachable, unknown model) raise ServerError, and labels
+    that do not fit the model LabelsMismatch.
     """
     try:
         outputs = client.predict([jpeg for _, jpeg in items], version=version)
@@ -79,8 +111,9 @@ def classify_batch(client, items, k, labels, version):
         if len(items) == 1:
             items[0][0].error = str(e)
         for item in items if len(items) > 1 else ():
-            classify_batch(client, [item], k, labels, version)
+            classify_batch(client, [item], k, labels, version, labels_source)
         return
+    check_labels(labels, outputs, labels_source)
     for row, (result, _) in enumerate(items):
         result.top = top_k(outputs, row, k, labels)
 
@@ -89,15 +122,16 @@ def is_bad_input(error):
     return error.status == 400 or getattr(error.status, "name", "") == "INVALID_ARGUMENT"
 
 
-def classify_files(client, paths, k=3, labels=None, batch_size=32, version=None):
-    """[ImageResult] in the order of paths."""
+def classify_files(client, paths, k=3, labels=None, batch_size=32, version=None,
+                   labels_source="labels"):
+    """[ImageResult] in the order of paths; labels_source names the labels in an error."""
     results, pending = [], []
     for path in paths:
         result = ImageResult(path)
-        jpeg, result.error = read_jpeg(path)
+        data, result.error = read_image(path)
         results.append(result)
-        if jpeg is not None:
-            pending.append((result, jpeg))
+        if data is not None:
+            pending.append((result, data))
     for start in range(0, len(pending), batch_size):
-        classify_batch(client, pending[start:start + batch_size], k, labels, version)
+        classify_batch(client, pending[start:start + batch_size], k, labels, version, labels_source)
     return results

@@ -37,7 +37,7 @@ def test_json_output_has_top_k_and_an_error_per_bad_file(target_args, image_file
     errors = [r["error"] for r in results]
     assert errors[0] is None and errors[4] is None
     assert "cannot read" in errors[1] and "No such file" in errors[1]
-    assert "not a JPEG" in errors[2]
+    assert "not an image the model decodes" in errors[2]
     assert "HTTP 400" in errors[3] or "INVALID_ARGUMENT" in errors[3]
     for good in (results[0], results[4]):
         probabilities = [t["probability"] for t in good["top_k"]]
