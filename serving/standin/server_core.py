@@ -16,7 +16,7 @@ loaded yet, so without the flag every label is refused, as TF Serving refuses it
 import logging
 import threading
 
-from serving.standin import config_files, errors, model_store
+from serving.standin import config_files, errors, model_store, served_version
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +107,14 @@ class ServerCore:
         return sorted(self._stores)
 
     def refresh(self):
-        """Re-scans every model's base path; returns {model name: highest served or None}."""
-        return {name: store.refresh() for name, store in self._stores.items()}
+        """Re-scans every model's base path; returns {model name: highest served or None}.
+        Versions unloaded by now (this or an earlier refresh, a config change) are freed
+        whole: served_version.collect_released()."""
+        served = {name: store.refresh() for name, store in self._stores.items()}
+        seconds = served_version.collect_released()
+        if seconds is not None:
+            log.debug("freed unloaded versions: a full garbage collection took %.3f s", seconds)
+        return served
 
     def start_polling(self, poll_seconds, config_file=None, config_poll_seconds=0):
         """Daemon threads: base paths every poll_seconds, the config file every
