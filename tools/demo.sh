@@ -24,6 +24,8 @@ $PY -m trainer.task \
   --progress_seconds 45  # the whole demo fits one screen (40 lines) even on a busy machine
 
 echo "== 4/4 serve the export on CPU, classify held-out JPEGs with the client, stop the server"
+# On free ports serving.demo picks and prints: never 8500/8501, which a running TF Serving
+# or a second checkout's demo may hold.
 mapfile -t HELD_OUT < <(head -n 6 "$WORK/images/eval.csv" | cut -d, -f1)
 $PY -m serving.demo --model_base_path "$WORK/run/export/image_classifier" \
   --labels "$WORK/tfrecords/labels.txt" "${HELD_OUT[@]}"

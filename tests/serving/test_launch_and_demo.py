@@ -3,6 +3,7 @@ neither uses a server that already holds a port (a "foreign" one here).
 
     .venv/bin/python -m pytest tests/serving/test_launch_and_demo.py
 """
+import concurrent.futures
 import contextlib
 import http.server
 import json
@@ -202,24 +203,43 @@ def test_demo_refuses_a_typed_port_another_server_holds(tiny_export_base, sample
     assert "serving.launch" not in result.stdout  # no server was started
 
 
-def test_demo_leaves_taken_default_ports_to_their_server(tiny_export_base, sample_jpegs, tmp_path):
-    """8501 answers as a foreign model would and 8500 is held: the demo serves elsewhere."""
-    with foreign_server(8501) as foreign, foreign_server(8500):
-        result = run_demo(tiny_export_base, sample_jpegs, tmp_path)
+def picked_ports(lines):
+    """(REST port, gRPC port) from the demo's line naming the free ports it picked."""
+    (line,) = [line for line in lines if line.startswith("serving.demo: REST on 127.0.0.1:")]
+    assert line.endswith("(free port(s) picked for --rest_api_port, --port)"), line
+    rest, grpc = re.findall(r"127\.0\.0\.1:(\d+)", line)
+    return int(rest), int(grpc)
+
+
+def check_demo_classified(result, tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.splitlines()
-    moved = [line for line in lines if "instead" in line]
-    assert [line.split(" using free port ")[0] for line in moved] == [
-        "serving.demo: port 8501 (the default of --rest_api_port) is in use by another server;",
-        "serving.demo: port 8500 (the default of --port) is in use by another server;"]
-    rest_port = int(moved[0].split()[-2])
-    assert rest_port not in (8500, 8501)
+    rest_port, grpc_port = picked_ports(lines)
     assert any(f"REST http://127.0.0.1:{rest_port} " in line for line in lines)  # the stand-in's banner
     classified = [line for line in lines if line.startswith(str(tmp_path))]
     assert len(classified) == 3 and "foreign" not in result.stdout
     assert {line.split(": ", 1)[1].split(" ")[0] for line in classified} <= {"cat", "dog", "fish"}
-    assert foreign is None or foreign.predict_requests == 0
     assert lines[-1] == "serving.demo: server stopped (exit code 0)"
+    return rest_port, grpc_port
+
+
+def test_demo_leaves_tf_servings_ports_to_their_server(tiny_export_base, sample_jpegs, tmp_path):
+    """8501 answers as a foreign model would and 8500 is held: the demo serves on free ports."""
+    with foreign_server(8501) as foreign, foreign_server(8500):
+        result = run_demo(tiny_export_base, sample_jpegs, tmp_path)
+    assert not {8500, 8501} & set(check_demo_classified(result, tmp_path))
+    assert foreign is None or foreign.predict_requests == 0
+
+
+def test_two_demos_at_once_do_not_collide(tiny_export_base, sample_jpegs, tmp_path):
+    """Two checkouts' `make demo` at the same time: each serves and classifies on its own ports."""
+    runs = [tmp_path / "first", tmp_path / "second"]
+    for run in runs:
+        run.mkdir()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda run: run_demo(tiny_export_base, sample_jpegs, run), runs))
+    ports = [check_demo_classified(result, run) for result, run in zip(results, runs)]
+    assert len(set(ports[0]) | set(ports[1])) == 4
 
 
 @pytest.mark.parametrize("status, metadata, message", [
