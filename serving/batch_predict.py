@@ -78,11 +78,7 @@ def parse_args(argv):
         raise UserError(f"--min_batch_size={args.min_batch_size} must be in "
                         f"[1, --max_batch_size={args.max_batch_size}]")
     from common import beam_pipeline
-    try:
-        beam_pipeline.check_pipeline_flags(
-            console.strip_verbosity_flags(pipeline_args), parser._option_string_actions)
-    except ValueError as err:  # a typo'd flag, a stray path, no credentials: the user's to fix
-        raise UserError(str(err)) from None
+    beam_pipeline.check_pipeline_args(parser, pipeline_args)  # Beam loads here, after our flags
     return args, pipeline_args
 
 
