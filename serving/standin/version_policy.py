@@ -4,13 +4,23 @@ TF Serving's model_version_policy decides which versions are served: `latest`
 (the N highest, default 1: TF Serving's default), `all`, or `specific` versions, out
 of the complete versions present (common/export_versions.py: the one rule for what a
 version is). A version that failed to load is retried only when its files change,
-so a copy in progress fails once per change, not once per poll.
+so a copy in progress fails once per change, not once per poll. A base path that holds
+no version while a folder inside it does (OUT/export instead of
+OUT/export/image_classifier) is a mistake to say at once (check_model_base), not a
+model to wait for.
 
     .venv/bin/python -c "from serving.standin import version_policy as v; print(v.select_versions(None, [1, 3, 2]))"
 """
 import os
 
 import tensorflow as tf
+
+from common import export_versions
+from common.user_errors import UserError
+
+
+class ModelBaseAboveModel(UserError):
+    """--model_base_path names the folder above a model's base: its versions are a level down."""
 
 
 def select_versions(policy, present):
@@ -41,3 +51,28 @@ def fingerprint_version(export_dir):
                 continue
             entries.append((path, stat.length, stat.mtime_nsec))
     return tuple(sorted(entries))
+
+
+def model_bases_below(base):
+    """The sub-folders of a local base that hold complete numbered versions, sorted."""
+    try:
+        names = sorted(os.listdir(base))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [os.path.join(base, name) for name in names
+            if os.path.isdir(os.path.join(base, name))
+            and export_versions.list_versions(os.path.join(base, name))]
+
+
+def check_model_base(base, flag="--model_base_path"):
+    """ModelBaseAboveModel when a local base holds no version but a sub-folder does, naming
+    it ("did you mean OUT/export/image_classifier?"); a base with versions, a missing base
+    (a model still to come) and gs:// bases pass."""
+    if export_versions.is_url(base) or export_versions.list_versions(base):
+        return
+    below = model_bases_below(base.rstrip("/"))
+    if below:
+        also = f" (also: {', '.join(below[1:])})" if len(below) > 1 else ""
+        raise ModelBaseAboveModel(
+            f"{flag}={base} holds no numbered version directory, but {below[0]} does: did you "
+            f"mean {flag}={below[0]}?{also}")
