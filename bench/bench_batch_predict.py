@@ -18,20 +18,35 @@ Measured 2026-11-22 on the 2 shared cores, demo export (step 1500), batch 64:
 Every route spends most of its time reading and decode-checking files and
 starting up; the model call itself is ~40% of the in-process time.
 """
-import argparse
 import glob
 import os
 import shutil
 import tempfile
 import time
 
+from common import console
+
+
+def build_parser():
+    parser = console.ArgumentParser(prog="python -m bench.bench_batch_predict",
+                                    description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run_dir", default="work/demo/run")
+    parser.add_argument("--input_csv", default="work/demo/images/eval.csv")
+    parser.add_argument("--batch_size", type=int, default=64, help="predict batch of every route")
+    return parser
+
+
+if __name__ == "__main__":  # --help and flag mistakes answer before TensorFlow loads;
+    build_parser().parse_args()  # the entry point below parses them again
+
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from common import export_predictor, prediction_inputs
+from common import export_predictor, export_versions, prediction_inputs, signature  # noqa: E402
 
 from serving import batch_predict  # noqa: E402
 from trainer import chain  # noqa: E402
-from trainer.estimator import loop
+from trainer.estimator import loop  # noqa: E402
 
 
 def time_in_process(export_dir, input_csv, batch_size):
@@ -63,19 +78,21 @@ def time_beam(export_dir, input_csv, batch_size, scratch):
 
 
 def latest_export(run_dir):
-    versions = glob.glob(os.path.join(run_dir, "export", "*", "[0-9]*"))
-    if not versions:
-        raise FileNotFoundError(f"run_dir={run_dir!r} has no export/<model>/<version>; run make demo")
-    return max(versions, key=lambda path: int(os.path.basename(path)))
+    """The highest version of run_dir/export/<model>/ (export_versions' rule); ExportNotFound
+    (one line) when there is none."""
+    bases = glob.glob(os.path.join(run_dir, signature.EXPORT_SUBDIR, "*"))
+    found = [(export_versions.latest_version(base), base) for base in bases]
+    found = [(version, base) for version, base in found if version is not None]
+    if not found:
+        raise export_versions.ExportNotFound(
+            f"--run_dir={run_dir!r} has no export/<model>/<version>; run make demo")
+    version, base = max(found)
+    return export_versions.version_dir(base, version)
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--run_dir", default="work/demo/run")
-    parser.add_argument("--input_csv", default="work/demo/images/eval.csv")
-    parser.add_argument("--batch_size", type=int, default=64, help="predict batch of every route")
-    args = parser.parse_args(argv)
-    export_dir = latest_export(args.run_dir)
+    args = build_parser().parse_args(argv)
+    export_dir = console.exit_on_user_error(latest_export, args.run_dir)
     with tempfile.TemporaryDirectory() as scratch:
         total, call, count = time_in_process(export_dir, args.input_csv, args.batch_size)
         rates = {"in-process": count / total,

@@ -22,20 +22,36 @@ Goal: train >= 0.90 x raw. Prints median images/second, the median of the
 per-round ratios, and CPU microseconds per image (all threads), which is the
 steadier comparison when other jobs share the cores.
 """
-import argparse
 import statistics
 import sys
 import tempfile
 import time
 
-import numpy as np
-import tensorflow as tf
-from PIL import Image
+from common import console
 
-from preprocess.demo_data import digit_to_jpeg
-from common import image_ops, record_schema
-from trainer.settings import table
-from trainer.data import input as input_lib
+
+def build_parser():
+    parser = console.ArgumentParser(prog="python -m bench.bench_input",
+                                    description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5, help="alternating timing rounds")
+    parser.add_argument("--seconds", type=float, default=2.0, help="per pipeline per round")
+    parser.add_argument("--digits", type=int, default=512, help="32x32 digit JPEGs")
+    parser.add_argument("--photos", type=int, default=256, help="photo-sized JPEGs")
+    return parser
+
+
+if __name__ == "__main__":  # --help and flag mistakes answer before TensorFlow loads;
+    build_parser().parse_args()  # the entry point below parses them again
+
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from preprocess.demo_data import digit_to_jpeg  # noqa: E402
+from common import image_ops, record_schema  # noqa: E402
+from trainer.settings import table  # noqa: E402
+from trainer.data import input as input_lib  # noqa: E402
 
 PHOTOS = ("china.jpg", "flower.jpg")  # 427x640 each, inside sklearn/datasets/images
 BATCH_SIZE = 64
@@ -174,12 +190,7 @@ def report(title, results):
 
 
 def run(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5, help="alternating timing rounds")
-    parser.add_argument("--seconds", type=float, default=2.0, help="per pipeline per round")
-    parser.add_argument("--digits", type=int, default=512, help="32x32 digit JPEGs")
-    parser.add_argument("--photos", type=int, default=256, help="photo-sized JPEGs")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     print(f"TensorFlow {tf.__version__}, batch {BATCH_SIZE}, {args.rounds} rounds x "
           f"{args.seconds}s per pipeline; CPUs seen by TF: "
           f"{len(tf.config.list_physical_devices('CPU'))}, host cores: {_cores()}")

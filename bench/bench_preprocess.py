@@ -16,12 +16,29 @@ shared machine the other users' load only ever slows a run down.
     python -m bench.bench_preprocess                      # demo digits + 10000 photos
     python -m bench.bench_preprocess --photos 3000 --repeats 1 --work_dir /tmp/bench
 """
-import argparse
 import collections
 import multiprocessing
 import os
 import statistics
 import time
+
+from common import console
+
+
+def build_parser():
+    parser = console.ArgumentParser(prog="python -m bench.bench_preprocess",
+                                    description=__doc__.split("\n")[0])
+    parser.add_argument("--work_dir", default="work/bench")
+    # Enough photos that Beam's ~1 s start-up is a small part of the job, as in real use.
+    parser.add_argument("--photos", type=int, default=10000)
+    parser.add_argument("--workers", type=int, default=os.cpu_count())
+    parser.add_argument("--repeats", type=int, default=2)
+    return parser
+
+
+if __name__ == "__main__":  # --help and flag mistakes answer before Beam loads;
+    build_parser().parse_args()  # the entry point below parses them again
+
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
@@ -255,13 +272,7 @@ def print_table(lines, workers, repeats, smallest_job):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--work_dir", default="work/bench")
-    # Enough photos that Beam's ~1 s start-up is a small part of the job, as in real use.
-    parser.add_argument("--photos", type=int, default=10000)
-    parser.add_argument("--workers", type=int, default=os.cpu_count())
-    parser.add_argument("--repeats", type=int, default=2)
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     beam_pipeline.configure_logging()
     datasets = [("demo digits", os.path.join(args.work_dir, "digits"), None),
                 ("photos 427x640", os.path.join(args.work_dir, "photos"), args.photos)]

@@ -22,7 +22,6 @@ answer still checked); the same clients against the server without batching show
 what batching itself adds. It prints medians over rounds plus each path's ratio to
 in-process at the same number of clients.
 """
-import argparse
 import os
 import socket
 import statistics
@@ -31,11 +30,27 @@ import sys
 import tempfile
 import time
 
+from common import console
+
+
+def build_parser():
+    parser = console.ArgumentParser(prog="python -m bench.bench_serving",
+                                    description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model_base_path", help="OUT/export/<model_name>; default: export one")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--requests", type=int, default=200, help="batch-1 requests per round")
+    return parser
+
+
+if __name__ == "__main__":  # --help and flag mistakes answer before TensorFlow loads;
+    build_parser().parse_args()  # the entry point below parses them again
+
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
 
-from bench import loadgen, raw_clients
+from bench import loadgen, raw_clients  # noqa: E402
 
 from common import export_versions, signature  # noqa: E402
 from serving.grpc_client import GrpcClient  # noqa: E402
@@ -115,9 +130,10 @@ def export_untrained_model(work_dir, jpegs):
 
 def model_under_test(work_dir, model_base_path, jpegs):
     """(base path, model name, version, loaded SavedModel): model_base_path's highest version,
-    or a fresh 1-step export in work_dir when model_base_path is None."""
+    or a fresh 1-step export in work_dir when model_base_path is None; ExportNotFound (one
+    line) when model_base_path holds no version."""
     base = model_base_path or export_untrained_model(work_dir, jpegs)
-    version = export_versions.latest_version(base)
+    version = export_versions.require_latest_version(base)
     loaded = tf.saved_model.load(export_versions.version_dir(base, version))
     return base, os.path.basename(os.path.abspath(base)), version, loaded
 
@@ -270,14 +286,11 @@ def make_makers(loaded, model_name, servers):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model_base_path", help="OUT/export/<model_name>; default: export one")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--requests", type=int, default=200, help="batch-1 requests per round")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     jpegs = make_digit_jpegs(256)
     with tempfile.TemporaryDirectory() as work_dir:
-        base, model_name, version, loaded = model_under_test(work_dir, args.model_base_path, jpegs)
+        base, model_name, version, loaded = console.exit_on_user_error(
+            model_under_test, work_dir, args.model_base_path, jpegs)
         batching_file = write_batching_parameters(work_dir)
         processes, servers = [], {}
         try:

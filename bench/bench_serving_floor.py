@@ -20,7 +20,6 @@ process's CPU per request (/proc/PID/stat) and how busy the 2 cores were.
     .venv/bin/python -m bench.bench_serving_floor          # ~4 minutes on 2 cores
     .venv/bin/python -m bench.bench_serving_floor --model_base_path OUT/export/image_classifier
 """
-import argparse
 import json
 import os
 import re
@@ -30,6 +29,22 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from common import console
+
+
+def build_parser():
+    parser = console.ArgumentParser(prog="python -m bench.bench_serving_floor",
+                                    description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model_base_path", help="OUT/export/<model_name>; default: export one")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--requests", type=int, default=2000, help="per path and round")
+    return parser
+
+
+if __name__ == "__main__":  # --help and flag mistakes answer before TensorFlow loads;
+    build_parser().parse_args()  # the entry point below parses them again
+
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -162,15 +177,11 @@ def start_servers(base, model_name, work_dir, jpeg):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model_base_path", help="OUT/export/<model_name>; default: export one")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--requests", type=int, default=2000, help="per path and round")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     jpegs = bench_serving.make_digit_jpegs(256)
     with tempfile.TemporaryDirectory() as work_dir:
-        base, model_name, _, loaded = bench_serving.model_under_test(
-            work_dir, args.model_base_path, jpegs)
+        base, model_name, _, loaded = console.exit_on_user_error(
+            bench_serving.model_under_test, work_dir, args.model_base_path, jpegs)
         body_file = os.path.join(work_dir, "body.json")
         with open(body_file, "w") as f:
             json.dump(make_rest_predict_body(jpegs[:1], signature.SIGNATURE_DEFAULT), f)

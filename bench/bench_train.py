@@ -37,7 +37,6 @@ the warm-started run at most half the steps; the comparison counts only when
 from scratch needs more than half of its steps to get there (a run that is done
 at its first evaluation can show no speed-up), else it says INCONCLUSIVE.
 """
-import argparse
 import json
 import logging
 import os
@@ -46,15 +45,52 @@ import sys
 import tempfile
 import time
 
-import tensorflow as tf
+from common import console
 
-from bench.bench_input import SHARDS, make_digit_jpegs, write_records
-from common import dataset_files
-from trainer import chain, nets
-from trainer.data import input as input_lib
-from trainer.estimator import loop
-from trainer.keras import model as keras_model, train as keras_train
-from trainer.run import eval_records
+
+def build_parser():
+    parser = console.ArgumentParser(prog="python -m bench.bench_train",
+                                    description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="small_cnn,resnet,resnet50,efficientnet_b0,mobilenet_v2",
+                        help="comma-separated nets ('' for none)")
+    parser.add_argument("--rounds", type=int, default=7, help="alternating rounds per model")
+    parser.add_argument("--steps", type=int, default=60, help="training steps per run")
+    parser.add_argument("--examples", type=int, default=1024, help="digit JPEGs written")
+    parser.add_argument("--photo_image_size", type=int, default=224,
+                        help="image size of the backbone networks")
+    parser.add_argument("--photo_batch_size", type=int, default=8,
+                        help="batch of the backbone networks (224 px on CPU: seconds per step)")
+    parser.add_argument("--photo_steps", type=int, default=24, help="training steps per run, photo nets")
+    parser.add_argument("--photo_rounds", type=int, default=3, help="alternating rounds, photo nets")
+    # small_cnn: a fine-tune of an ImageNet network on 2 CPU cores takes hours, not minutes;
+    # MobileNetV2's batch norm (momentum 0.999) needs thousands of steps before eval means anything.
+    parser.add_argument("--finetune_model", default="small_cnn")
+    parser.add_argument("--finetune_image_size", type=int, default=32)
+    parser.add_argument("--finetune_source_steps", type=int, default=400)
+    parser.add_argument("--finetune_steps", type=int, default=200, help="0: no fine-tune benchmark")
+    parser.add_argument("--finetune_eval_every", type=int, default=20)
+    # A fine-tune's usual few target images, and a rate at which from scratch still learns
+    # for most of its steps: with 10 images per digit and the default rate, it reached its
+    # final accuracy at its first evaluation (step 25 of 200) and the comparison said nothing.
+    parser.add_argument("--finetune_learning_rate", type=float, default=0.002,
+                        help="--learning_rate of both target runs")
+    parser.add_argument("--finetune_train_per_label", type=int, default=40)
+    return parser
+
+
+if __name__ == "__main__":  # --help and flag mistakes answer before TensorFlow loads;
+    build_parser().parse_args()  # the entry point below parses them again
+
+
+import tensorflow as tf  # noqa: E402
+
+from bench.bench_input import SHARDS, make_digit_jpegs, write_records  # noqa: E402
+from common import dataset_files  # noqa: E402
+from trainer import chain, nets  # noqa: E402
+from trainer.data import input as input_lib  # noqa: E402
+from trainer.estimator import loop  # noqa: E402
+from trainer.keras import model as keras_model, train as keras_train  # noqa: E402
+from trainer.run import eval_records  # noqa: E402
 
 ModeKeys = tf.estimator.ModeKeys
 CACHED_BATCHES = 16     # distinct batches both sides cycle through
@@ -226,37 +262,8 @@ def print_speed_table(results):
               f"{cpu_ratio:.2f} | {100 * cpu_utilisation:.0f}% |")
 
 
-def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="small_cnn,resnet,resnet50,efficientnet_b0,mobilenet_v2",
-                        help="comma-separated nets ('' for none)")
-    parser.add_argument("--rounds", type=int, default=7, help="alternating rounds per model")
-    parser.add_argument("--steps", type=int, default=60, help="training steps per run")
-    parser.add_argument("--examples", type=int, default=1024, help="digit JPEGs written")
-    parser.add_argument("--photo_image_size", type=int, default=224,
-                        help="image size of the backbone networks")
-    parser.add_argument("--photo_batch_size", type=int, default=8,
-                        help="batch of the backbone networks (224 px on CPU: seconds per step)")
-    parser.add_argument("--photo_steps", type=int, default=24, help="training steps per run, photo nets")
-    parser.add_argument("--photo_rounds", type=int, default=3, help="alternating rounds, photo nets")
-    # small_cnn: a fine-tune of an ImageNet network on 2 CPU cores takes hours, not minutes;
-    # MobileNetV2's batch norm (momentum 0.999) needs thousands of steps before eval means anything.
-    parser.add_argument("--finetune_model", default="small_cnn")
-    parser.add_argument("--finetune_image_size", type=int, default=32)
-    parser.add_argument("--finetune_source_steps", type=int, default=400)
-    parser.add_argument("--finetune_steps", type=int, default=200, help="0: no fine-tune benchmark")
-    parser.add_argument("--finetune_eval_every", type=int, default=20)
-    # A fine-tune's usual few target images, and a rate at which from scratch still learns
-    # for most of its steps: with 10 images per digit and the default rate, it reached its
-    # final accuracy at its first evaluation (step 25 of 200) and the comparison said nothing.
-    parser.add_argument("--finetune_learning_rate", type=float, default=0.002,
-                        help="--learning_rate of both target runs")
-    parser.add_argument("--finetune_train_per_label", type=int, default=40)
-    return parser.parse_args(argv)
-
-
 def run(argv=None):
-    args = parse_args(argv)
+    args = build_parser().parse_args(argv)
     tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.WARN)
     print(f"TensorFlow {tf.__version__}; {args.rounds} rounds x {args.steps} steps (backbone "
           f"networks: {args.photo_rounds} x {args.photo_steps}; {WARMUP_STEPS} warm-up steps not "

@@ -15,11 +15,27 @@ serve more requests per second than this one (give or take the machine's noise).
     .venv/bin/python -m bench.floor_server --port 8601 --model_base_path OUT/export/image_classifier \
         --batching_parameters_file batching.txt
 """
-import argparse
 import asyncio
 import base64
 import json
 import os
+
+from common import console
+
+
+def build_parser():
+    parser = console.ArgumentParser(prog="python -m bench.floor_server",
+                                    description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--model_base_path", required=True)
+    parser.add_argument("--batching_parameters_file", required=True)
+    parser.add_argument("--answer_jpeg", required=True, help="the image whose answer is sent")
+    return parser
+
+
+if __name__ == "__main__":  # --help and flag mistakes answer before TensorFlow loads;
+    build_parser().parse_args()  # the entry point below parses them again
+
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -89,7 +105,7 @@ class FloorProtocol(asyncio.Protocol):
 
 
 def load_model(model_base_path):
-    version = export_versions.latest_version(model_base_path)
+    version = console.exit_on_user_error(export_versions.require_latest_version, model_base_path)
     return served_version.ServedVersion(
         "floor", version, export_versions.version_dir(model_base_path, version))
 
@@ -127,12 +143,7 @@ async def serve(args):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--model_base_path", required=True)
-    parser.add_argument("--batching_parameters_file", required=True)
-    parser.add_argument("--answer_jpeg", required=True, help="the image whose answer is sent")
-    asyncio.run(serve(parser.parse_args(argv)))
+    asyncio.run(serve(build_parser().parse_args(argv)))
 
 
 if __name__ == "__main__":

@@ -48,6 +48,15 @@ def latest_version(base):
     return max(list_versions(base), default=None)
 
 
+def require_latest_version(base, flag="--model_base_path"):
+    """latest_version(base); ExportNotFound naming flag when base holds no complete version."""
+    version = latest_version(base)
+    if version is None:
+        raise ExportNotFound(f"{flag}={base} holds no <version>/saved_model.pb; "
+                             "pass OUT/export/<model_name> of a trainer run")
+    return version
+
+
 def version_dir(base, version):
     return f"{base.rstrip('/')}/{version}"
 

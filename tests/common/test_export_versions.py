@@ -48,6 +48,9 @@ def test_versions_are_the_numbered_directories_with_a_saved_model(export_base):
     assert export_versions.latest_version(base) == 10
     assert export_versions.list_versions(absent) == []
     assert export_versions.latest_version(absent) is None
+    assert export_versions.require_latest_version(base) == 10
+    with pytest.raises(export_versions.ExportNotFound, match="^--model_base_path=.* holds no"):
+        export_versions.require_latest_version(absent)
 
 
 def test_resolve_export_dir_takes_a_base_or_a_version(export_base):
