@@ -83,9 +83,9 @@ def parse_args(argv):
 
 
 def resolve_model(args):
-    from common import export_predictor
+    from common import export_versions
     base = args.model_dir
-    args.model_dir, version = export_predictor.resolve_export_dir(base)
+    args.model_dir, version = export_versions.resolve_export_dir(base)
     _LOGGER.info("Model: version %s of %s (%s)", version, base.rstrip("/"), args.model_dir)
 
 

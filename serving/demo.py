@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 
-from common import console
+from common import console, export_versions
 from common.user_errors import UserError
 from serving import client, launch
 from serving.rest_client import RestClient, ServerError
@@ -62,11 +62,11 @@ def latest_version(model_base_path):
     if not os.path.isdir(model_base_path):
         raise DemoError(f"--model_base_path={model_base_path} is not a directory; pass "
                         "OUT/export/<model_name> of a trainer run")
-    versions = launch.version_numbers(model_base_path)
-    if not versions:
+    version = export_versions.latest_version(model_base_path)
+    if version is None:
         raise DemoError(f"--model_base_path={model_base_path} holds no N/saved_model.pb; "
                         "export a model there first (python -m trainer.task ...)")
-    return max(versions)
+    return version
 
 
 def find_free_port(taken):

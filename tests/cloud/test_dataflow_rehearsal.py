@@ -24,7 +24,7 @@ from apache_beam.options.pipeline_options import TestOptions as BeamTestOptions 
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners.dataflow.internal import apiclient
 
-from common import beam_pipeline, export_predictor
+from common import beam_pipeline, export_versions
 from preprocess import jpeg_to_tfrecord, transforms
 from serving import batch_predict
 from tests.preprocess.test_gcs_emulator import bucket  # noqa: F401 (fixture)
@@ -111,9 +111,8 @@ def test_batch_prediction_job_for_dataflow(bucket, monkeypatch):  # noqa: F811
     bucket.blob("in/images.csv").upload_from_string(f"gs://{bucket.name}/in/a.jpg\n")
     model_dir = f"gs://{bucket.name}/run/export/image_classifier/2"
     output = f"gs://{bucket.name}/preds/p"
-    # Finding the export's version uses TF's own GCS client, which cannot be pointed at the
-    # emulator (README "Data on GCS"): given here as resolved.
-    monkeypatch.setattr(export_predictor, "resolve_export_dir", lambda path: (model_dir, 2))
+    # No export in the bucket: its version is given here as resolved.
+    monkeypatch.setattr(export_versions, "resolve_export_dir", lambda path: (model_dir, 2))
     argv = ["--input_csv", f"gs://{bucket.name}/in/images.csv", "--model_dir", model_dir, "--output", output]
     job = rehearse(batch_predict.run, argv + dataflow_flags(bucket.name, "n1-standard-4", 3),
                    monkeypatch)

@@ -20,7 +20,7 @@ import json
 import logging
 import posixpath
 
-from common import export_predictor, prediction_inputs, prediction_records
+from common import export_predictor, export_versions, prediction_inputs, prediction_records
 from common.chunks import split_into_chunks
 
 PREDICTIONS_SUBDIR = "predictions"
@@ -29,7 +29,7 @@ PREDICTIONS_SUBDIR = "predictions"
 def load_predictor(params, checkpoint_path):
     """The named export (loaded once), or None to predict from checkpoint_path."""
     if params["predict_export_dir"]:
-        export_dir, version = export_predictor.resolve_export_dir(params["predict_export_dir"])
+        export_dir, version = export_versions.resolve_export_dir(params["predict_export_dir"])
         logging.getLogger(__name__).info("Predicting with version %s of %s", version,
                                          params["predict_export_dir"])
         return export_predictor.load_export(export_dir)

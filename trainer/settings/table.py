@@ -281,7 +281,8 @@ GROUPS = (
           reason="the first request is not slow; clamped to the eval split's size"),
     )),
     ("Batch prediction (mode predict; trainer/estimator/predict.py)", (
-        S("predict_input", None, "CSV of 'uri[,label]' lines (the pipeline's format) or a TFRecord glob",
+        S("predict_input", None, "CSV of 'uri[,label]' lines (the pipeline's format), a folder or "
+          "glob of images (.jpg .jpeg .png .gif .bmp), or a TFRecord glob",
           per_command=True),
         S("predict_format", "jsonl", "jsonl (sharded, for pipelines) or csv (one file, for people)",
           OneOf(signature.PREDICTION_FORMATS), per_command=True, aliases=("--format",),
