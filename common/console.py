@@ -56,14 +56,20 @@ def strip_verbosity_flags(argv):
 def quiet_unless_verbose(argv=None):
     """Sets the environment (inherited by Beam's worker processes too) before TensorFlow loads."""
     verbosity = verbosity_from_argv(argv)
+    quiet_libraries(verbosity)
+    configure_logging(verbosity)  # import-time lines (Beam's crcmod notice, TF deprecations)
+    return verbosity
+
+
+def quiet_libraries(verbosity=0):
+    """TensorFlow's C++ lines and the libraries' deprecation warnings off (at verbosity 0),
+    the logging format left to the caller; must run before TensorFlow loads."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", {0: "3", 1: "1"}.get(verbosity, "0"))
     if verbosity == 0:
         os.environ.setdefault("PYTHONWARNINGS", "ignore::DeprecationWarning,ignore::FutureWarning")
         for category in NOISY_WARNINGS:
             warnings.filterwarnings("ignore", category=category)
         sys.unraisablehook = make_unraisable_hook(sys.unraisablehook)
-    configure_logging(verbosity)  # import-time lines (Beam's crcmod notice, TF deprecations)
-    return verbosity
 
 
 def make_unraisable_hook(default_hook):

@@ -206,6 +206,8 @@ def options_from_args(args):
     if args.model_config_file:
         config = config_files.read_model_server_config(args.model_config_file)
     elif args.model_base_path:
+        from serving.standin import version_policy  # loads TensorFlow: after the flags parsed
+        version_policy.check_model_base(args.model_base_path)  # OUT/export, not OUT/export/m?
         if not os.path.isdir(args.model_base_path):
             logging.warning("--model_base_path=%s does not exist yet; waiting for a version",
                             args.model_base_path)
@@ -242,6 +244,7 @@ def describe(running, options):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)  # --help and flag mistakes: before TensorFlow loads
+    console.quiet_libraries()  # TensorFlow's C++ start-up lines and Google's notices
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("serving").setLevel(logging.INFO)  # version loads; TF's own INFO stays off
     try:

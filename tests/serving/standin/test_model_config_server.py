@@ -123,6 +123,10 @@ def test_a_deleted_version_under_policy_all_is_reported_end(tmp_path, save_tiny_
      "available for inference"),
     (lambda d: ["--model_base_path", str(d), "--batching_parameters_file", str(d / "b.txt")],
      "--batching_parameters_file is set without --enable_batching=true"),
+    (lambda d: ["--model_base_path", write(d / "image_classifier" / "1" / "saved_model.pb", "")
+                .rsplit("/", 3)[0]],  # the export root, one folder above the model's base
+     r"holds no numbered version directory, but .*/image_classifier does: did you mean "
+     r"--model_base_path=.*/image_classifier\?"),
     (lambda d: ["--model_base_path", str(d), "--enable_batching", "--batching_parameters_file",
                 write(d / "b.txt", "max_batch_size { value: 4 } allowed_batch_sizes: 2")],
      "final entry in allowed_batch_sizes must equal max_batch_size"),
@@ -139,5 +143,6 @@ def test_startup_mistakes_are_one_error_line_and_exit_code_2(tmp_path, capsys, m
 
 
 def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return str(path)
