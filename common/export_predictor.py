@@ -13,10 +13,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from common import signature
-# resolve_export_dir: trainer/run/predictions.py and serving/batch_predict.py call it by this
-# module's name still; the rule itself is common/export_versions.py's.
-from common.export_versions import resolve_export_dir
+from common import export_versions, signature
 
 LABELS_TENSOR = f"{signature.LABELS_CONSTANT}:0"
 
@@ -31,8 +28,8 @@ class LoadedExport:
 
 def load_export(export_dir):
     """LoadedExport of export_dir (a version directory or an export base, see
-    resolve_export_dir); ValueError naming it if it lacks the contract."""
-    export_dir, _ = resolve_export_dir(export_dir)
+    export_versions.resolve_export_dir); ValueError naming it if it lacks the contract."""
+    export_dir, _ = export_versions.resolve_export_dir(export_dir)
     loaded = tf.saved_model.load(export_dir, tags=["serve"])
     if signature.SIGNATURE_DEFAULT not in loaded.signatures:
         raise ValueError(f"{export_dir} has no {signature.SIGNATURE_DEFAULT!r} signature "

@@ -153,11 +153,6 @@ def build_command(args):
     return server, reason, COMMANDS[server](args, base_path, model_name) + args.server_flags
 
 
-def version_numbers(base):
-    """serving/demo.py's name for export_versions.list_versions (until it calls that itself)."""
-    return export_versions.list_versions(base)
-
-
 def resolve_model_base(path):
     """(export base, note): TF Serving takes the base and serves its highest version. A
     version directory is accepted when it is that highest version (the note says so);
