@@ -144,6 +144,7 @@ def test_a_killed_run_leaves_the_earlier_output_whole(trained_run, input_csv, tm
     deadline = time.monotonic() + 120
     while not glob.glob(f"{out}/_staging-p-*/*") and time.monotonic() < deadline:
         time.sleep(0.02)
+    assert process.poll() is None  # still running: killed midway
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
     staging = [name for name in os.listdir(out) if name.startswith("_staging-p-")]
@@ -155,6 +156,38 @@ def test_a_killed_run_leaves_the_earlier_output_whole(trained_run, input_csv, tm
     assert "old.jpg" not in (out / "p-00000-of-00001.jsonl").read_text()
     assert json.loads((out / "p.summary.json").read_text())["images"] == 14
     assert "Removed 1 staging folder(s) of earlier unfinished runs" in result.stderr
+
+
+def test_a_killed_trainer_predict_leaves_the_earlier_output_whole(trained_run, input_csv, tmp_path,
+                                                                  repo_root):
+    """`trainer.task --mode predict` SIGKILLed once predicting has begun (its params.json
+    rewritten): the earlier run's shard and summary.json stay as they were, no new file
+    appears; the next run replaces them whole."""
+    out = tmp_path / "out"
+    out.mkdir()
+    earlier = {"predictions-00000-of-00002.jsonl": '{"uri": "old.jpg"}\n',
+               "predictions-00001-of-00002.jsonl": '{"uri": "old2.jpg"}\n',
+               "summary.json": '{"images": 2, "format": "jsonl"}\n'}
+    for name, text in earlier.items():
+        (out / name).write_text(text)
+    params_file = trained_run[0] / "params.json"
+    started = params_file.stat().st_mtime
+    argv = trainer_argv(trained_run[0], input_csv, out) + ["--predict_chunk_images=2"]
+    process = subprocess.Popen([sys.executable, "-m", "trainer.task", *argv], cwd=repo_root,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True, env=user_env())
+    deadline = time.monotonic() + 120
+    while params_file.stat().st_mtime == started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert process.poll() is None  # still running: killed midway
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    assert {name: (out / name).read_text() for name in os.listdir(out)
+            if not name.startswith("_staging")} == earlier
+    result = command("trainer.task", argv, repo_root)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert sorted(os.listdir(out)) == ["predictions-00000-of-00001.jsonl", "summary.json"]
+    assert json.loads((out / "summary.json").read_text())["images"] == 14
 
 
 def test_gcs_output_is_published_whole(trained_run, input_csv, gcs_bucket):
