@@ -78,11 +78,14 @@ def is_exponent_too_big(text):
     return not exponent.startswith("-") and int(exponent) > MAX_DECIMAL_EXPONENT + fraction_digits
 
 
+_DECODER = json.JSONDecoder(parse_float=_checked_float)  # made once: json.loads(..., kw) makes one a call
+
+
 def loads(body):
     """The JSON value of body (bytes), as rapidjson reads it; JsonParseError otherwise."""
     if _SURROGATE_ESCAPE.search(body) is None:
         try:
-            return json.loads(body.decode("utf-8", "surrogateescape"), parse_float=_checked_float)
+            return _DECODER.decode(body.decode("utf-8", "surrogateescape"))
         except (json.JSONDecodeError, _TooBig):
             pass  # read again below, for rapidjson's words and offset (or its acceptance)
     return Reader(body).read_document()
