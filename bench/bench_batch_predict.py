@@ -90,14 +90,21 @@ def latest_export(run_dir):
     return export_versions.version_dir(base, version)
 
 
-def main(argv=None):
-    args = build_parser().parse_args(argv)
-    export_dir = console.exit_on_user_error(latest_export, args.run_dir)
+def time_routes(args):
+    """(export dir, image count, model-call seconds, {route: images per second})."""
+    export_dir = latest_export(args.run_dir)
     with tempfile.TemporaryDirectory() as scratch:
         total, call, count = time_in_process(export_dir, args.input_csv, args.batch_size)
         rates = {"in-process": count / total,
                  "trainer": count / time_trainer(args.run_dir, args.input_csv, args.batch_size, scratch),
                  "beam": count / time_beam(export_dir, args.input_csv, args.batch_size, scratch)}
+    return export_dir, count, call, rates
+
+
+def main(argv=None):
+    """The benchmark; a missing run, export or CSV is one "error:" line and exit code 2."""
+    args = build_parser().parse_args(argv)
+    export_dir, count, call, rates = console.exit_on_user_error(time_routes, args)
     print(f"\n{count} images, batch {args.batch_size}, export {export_dir}")
     print(f"{'route':<12}{'images/s':>10}{'vs in-process':>15}")
     for name, rate in rates.items():
