@@ -89,6 +89,15 @@ def resolve_model(args):
     _LOGGER.info("Model: version %s of %s (%s)", version, base.rstrip("/"), args.model_dir)
 
 
+def check_output(output, files):
+    """UserError for an --output that names a folder instead of a file-name prefix in one."""
+    example = f"{output.rstrip('/')}/predictions"
+    if output.endswith("/") or files.isdir(output):
+        raise UserError(f"--output {output} is a folder; give a file-name prefix in it, e.g. "
+                        f"--output {example} (writes {example}-00000-of-0000N.jsonl and "
+                        f"{example}{SUMMARY_SUFFIX})")
+
+
 def check_inputs(args, files):
     """NoUsableInput, before any model loads, for an input that can give no image."""
     from common import prediction_inputs
@@ -117,6 +126,7 @@ def run_job(args, pipeline_args):
     from common import beam_pipeline, prediction_records
     from serving import batch_transforms
     files = batch_transforms.BeamFileOps
+    check_output(args.output, files)
     check_inputs(args, files)
     resolve_model(args)
     options = beam_pipeline.build_pipeline_options(pipeline_args)

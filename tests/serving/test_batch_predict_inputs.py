@@ -124,6 +124,20 @@ def test_nothing_to_classify_is_one_line_and_writes_nothing(route, input_flag, m
     assert os.listdir(out) == [] and "predicted" not in result.stdout
 
 
+@pytest.mark.parametrize("output", ["out", "out/"])
+def test_an_output_folder_is_refused_naming_a_prefix(trained_run, input_csv, tmp_path, repo_root,
+                                                     output):
+    (tmp_path / "out").mkdir()
+    result = command("serving.batch_predict", beam_argv(trained_run[1], "--input_csv", input_csv,
+                                                        f"{tmp_path}/{output}"), repo_root)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        f"error: --output {tmp_path}/{output} is a folder; give a file-name prefix in it, e.g. "
+        f"--output {tmp_path}/out/predictions (writes {tmp_path}/out/predictions-00000-of-0000N.jsonl "
+        f"and {tmp_path}/out/predictions.summary.json)"]
+    assert os.listdir(tmp_path / "out") == []
+
+
 def write_earlier_output(out):
     """An earlier finished Beam run under prefix out/p: one shard and its summary."""
     out.mkdir(exist_ok=True)

@@ -300,3 +300,34 @@ def test_launcher_passes_other_flags_to_the_server(tiny_export_base, capsys):
     assert launch.main(["--model_base_path", str(tiny_export_base), "--server", "standin",
                         "--dry_run", "--enable_batching", "--batching_parameters_file", "b.txt"]) == 0
     assert capsys.readouterr().out.rstrip().endswith("--enable_batching --batching_parameters_file b.txt")
+
+
+def test_a_server_that_lost_a_picked_port_is_port_lost(tmp_path):
+    """The server exited before serving and a port it was given is held now: PortLost."""
+    exited = subprocess.Popen([sys.executable, "-c", "pass"])
+    exited.wait()
+    port = free_port()
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", port))
+        held.listen()
+        with pytest.raises(demo.PortLost):
+            demo.check_alive(exited, "before serving", {"rest_api_port": port, "port": free_port()})
+    with pytest.raises(demo.DemoError, match="exited with code 0 before serving") as raised:
+        demo.check_alive(exited, "before serving", {"rest_api_port": port, "port": free_port()})
+    assert not isinstance(raised.value, demo.PortLost)
+
+
+def test_picked_ports_lost_to_a_race_are_picked_again(monkeypatch, capsys):
+    attempts = []
+
+    def serve(args, model_name, version, ports):
+        attempts.append(ports)
+        if len(attempts) == 1:
+            raise demo.PortLost("a port was taken")
+        return 0
+
+    monkeypatch.setattr(demo, "serve_and_classify", serve)
+    args = demo.build_parser().parse_args(["--model_base_path", "m", "a.jpg"])
+    assert demo.serve_on_free_ports(args, "m", 1) == 0
+    assert len(attempts) == 2 and attempts[0] != attempts[1]
+    assert "serving.demo: a port was taken; picking new ports" in capsys.readouterr().out
