@@ -331,3 +331,19 @@ def test_picked_ports_lost_to_a_race_are_picked_again(monkeypatch, capsys):
     assert demo.serve_on_free_ports(args, "m", 1) == 0
     assert len(attempts) == 2 and attempts[0] != attempts[1]
     assert "serving.demo: a port was taken; picking new ports" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flag, is_typo", [
+    ("--dry_rn", True), ("--rest_api_prot=1", True), ("--enable_batchin", True), ("--dry", True),
+    # TF Serving's own flags that the stand-in does not take go to TF Serving untouched.
+    ("--rest_api_num_threads=4", False), ("--ssl_config_file=f", False),
+    ("--enable_profiler", False), ("--saved_model_tags=serve", False)])
+def test_launcher_tells_a_typo_from_a_tf_serving_flag(tmp_path, capsys, flag, is_typo):
+    argv = ["--model_base_path", str(tmp_path), "--server", "docker", "--dry_run", flag]
+    if is_typo:
+        with pytest.raises(SystemExit, match="^2$"):
+            launch.main(argv)
+        assert "did you mean" in capsys.readouterr().err
+    else:
+        assert launch.main(argv) == 0
+        assert capsys.readouterr().out.rstrip().endswith(flag)
