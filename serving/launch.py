@@ -60,31 +60,17 @@ def parse_args(argv=None):
 
 def check_server_flags(parser, server_flags):
     """parser.error (one line, exit 2) for a stray path, or for a pass-through flag that is
-    neither the launcher's nor the stand-in's (TF Serving's) but a typo of one (is_typo_of).
+    neither the launcher's nor the stand-in's (TF Serving's) but a typo of one
+    (console.is_typo_of).
     Other flags pass: TF Serving has more than the stand-in takes (--rest_api_num_threads)."""
     from serving.standin import server  # its parser loads no TensorFlow
     if server_flags and not server_flags[0].startswith("-"):  # a stray path, not a flag
         parser.error(f"unrecognized arguments: {' '.join(server_flags)}")
     known = console.flag_names(parser) + console.flag_names(server.build_parser())
     for flag in (arg.split("=", 1)[0] for arg in server_flags if arg.startswith("-")):
-        if flag not in known and any(is_typo_of(flag, name) for name in known):
+        if flag not in known and any(console.is_typo_of(flag, name) for name in known):
             parser.error(f"unrecognized arguments: {flag}")
 
-
-def is_typo_of(flag, known):
-    """True when flag abbreviates known or is at most two keystrokes from it (Levenshtein).
-    Stricter than console.closest_flag's "did you mean": TF Serving's own flags that the
-    stand-in lacks (--ssl_config_file beside --model_config_file) must pass through."""
-    if known.startswith(flag):
-        return True
-    previous = list(range(len(known) + 1))  # edit distances from flag[:i] to each known[:j]
-    for i, char in enumerate(flag, 1):
-        current = [i]
-        for j, other in enumerate(known, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1,
-                               previous[j - 1] + (char != other)))
-        previous = current
-    return previous[-1] <= 2
 
 
 def is_port_free(port, host="127.0.0.1"):

@@ -44,3 +44,26 @@ def test_usage_errors_are_one_line_with_the_glob_hint(capsys):
     assert caught.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "quote it" in err and err.startswith("error: unrecognized")
+
+
+@pytest.mark.parametrize("flag, known, is_typo", [
+    ("--dry_rn", "--dry_run", True), ("--dry", "--dry_run", True),
+    ("--output_di", "--output_dir", True), ("--rest_api_prot", "--rest_api_port", True),
+    ("--region", "--resize", False),  # a Beam option, three keystrokes away
+    ("--ssl_config_file", "--model_config_file", False),  # TF Serving's, not a typo of ours
+    ("--max_num_workers", "--max_pixels", False)])
+def test_is_typo_of(flag, known, is_typo):
+    assert console.is_typo_of(flag, known) is is_typo
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--output_di", "o"], "error: unrecognized arguments: --output_di; did you mean --output_dir?"),
+    (["--region", "r"], "error: the following arguments are required: --output_dir"),
+])
+def test_a_missing_required_flag_names_the_typo_behind_it(capsys, argv, line):
+    parser = console.ArgumentParser(prog="p")
+    parser.add_argument("--output_dir", required=True)
+    parser.add_argument("--resize", type=int)
+    with pytest.raises(SystemExit, match="^2$"):
+        parser.parse_known_args(argv)
+    assert capsys.readouterr().err == f"{line}; see p --help\n"
