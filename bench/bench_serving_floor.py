@@ -1,9 +1,10 @@
-"""Can any Python REST server reach the batching goal here? The floor, against the stand-in.
+"""The batching stand-in against the floor, the least a Python REST server can do per request.
 
-#17's goal: with --enable_batching, 8 concurrent REST clients sending batch-1
-requests reach >= 1.2x the requests/s of 8 threads calling the SavedModel in the
-same process. This measures, in interleaved rounds (medians), against that
-in-process baseline (bench/bench_serving.py's InProcessClient):
+Issue 26's goal: with --enable_batching, 8 concurrent REST clients sending batch-1
+requests get >= 0.9x the requests/s of the floor server under the same clients, with
+both load generators (#17's 1.2x of in-process calls is retired: the floor itself
+reaches only ~1.0-1.2x of those). This measures, in interleaved rounds (medians),
+both servers and the in-process baseline (bench/bench_serving.py's InProcessClient):
 
   floor     bench/floor_server.py: one asyncio thread, head + JSON + base64, the
             stand-in's BatchScheduler and model call, a ready-made answer; the
@@ -146,17 +147,24 @@ def print_table(figures):
     base = statistics.median(rate for rate, _, _ in figures["in-process"])
     print(f"\nbench_serving_floor: {CLIENTS} clients, batch-1 requests, medians of "
           f"{len(figures['in-process'])} rounds, {os.cpu_count()} CPUs")
-    print(f"{'path':<28}{'req/s':>8}{'x in-proc':>10}{'server CPU/req':>16}{'cores busy':>12}")
+    print(f"{'path':<28}{'req/s':>8}{'x in-proc':>10}{'x floor':>9}{'server CPU/req':>16}"
+          f"{'cores busy':>12}")
     for path, rows in figures.items():
         rate = statistics.median(r for r, _, _ in rows)
         cpu = statistics.median(c for _, c, _ in rows)
         busy = statistics.median(b for _, _, b in rows)
         cpu_text = "" if cpu != cpu else f"{cpu:.2f} ms"
-        print(f"{path:<28}{rate:>8.0f}{rate / base:>10.2f}{cpu_text:>16}{busy:>11.0%}")
+        floor = figures.get(path.replace("stand-in", "floor")) if path.startswith("stand-in") else None
+        floor_text = f"{rate / statistics.median(r for r, _, _ in floor):.2f}" if floor else ""
+        print(f"{path:<28}{rate:>8.0f}{rate / base:>10.2f}{floor_text:>9}{cpu_text:>16}"
+              f"{busy:>11.0%}")
     if not shutil.which("ab"):
         print("(no `ab` rows: ApacheBench is not installed; apt-get install apache2-utils)")
-    print(f"(goal: the stand-in with batching >= 1.20x; ratios to the in-process rate of the same "
-          f"runs; rounds: {[round(r) for r, _, _ in figures['in-process']]} req/s in-process)")
+    for path in [p for p in figures if p.startswith("stand-in")]:
+        pairs = zip(figures[path], figures[path.replace("stand-in", "floor")])
+        print(f"({path}: x floor per round {[round(s[0] / f[0], 2) for s, f in pairs]})")
+    print(f"(goal: the stand-in with batching >= 0.90x the floor with the same clients; "
+          f"rounds: {[round(r) for r, _, _ in figures['in-process']]} req/s in-process)")
 
 
 def start_servers(base, model_name, work_dir, jpeg):
