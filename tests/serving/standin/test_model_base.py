@@ -31,3 +31,23 @@ def test_the_folder_above_a_model_names_the_model(export_root):
 @pytest.mark.parametrize("relative", ["image_classifier", "other", "missing", "notes.txt"])
 def test_a_model_base_or_a_model_to_come_passes(export_root, relative):
     version_policy.check_model_base(str(export_root / relative))  # no exception: served or waited for
+
+
+def test_the_real_server_says_it_at_once_instead_of_waiting(export_root, repo_root):
+    """`python -m serving.standin.server --model_base_path OUT/export`: one line, exit 2, no wait."""
+    import os
+    import subprocess
+    import sys
+    import time
+    env = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
+    start = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "serving.standin.server", "--model_name", "image_classifier",
+         "--model_base_path", str(export_root), "--rest_api_port", "0", "--port", "0"],
+        cwd=repo_root, capture_output=True, text=True, timeout=120, env=env)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        f"error: --model_base_path={export_root} holds no numbered version directory, but "
+        f"{export_root}/image_classifier does: did you mean "
+        f"--model_base_path={export_root}/image_classifier?"]
+    assert time.monotonic() - start < 60  # at once: not the wait for a version that never comes
