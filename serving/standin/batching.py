@@ -32,6 +32,7 @@ merged into its batch.
 import collections
 import dataclasses
 import itertools
+import logging
 import threading
 import time
 
@@ -42,6 +43,7 @@ from serving.standin import errors
 # A queue empty this long has lost its callers: a client in a request loop sends its next
 # request within a few ms even on a loaded machine, so only a real lull forgets the count.
 IDLE_SECONDS = 0.05
+log = logging.getLogger(__name__)
 
 
 def held_lock():
@@ -64,6 +66,8 @@ class Task:
     # Set by run(): its caller, once woken, wakes the next such task of its batch (next_done).
     is_waiting_in_run: bool = False
     next_done: object = None
+    # Called by the batch thread with the task's outputs before any caller wakes (None: not).
+    on_outputs: object = None
 
 
 @dataclasses.dataclass(eq=False)
@@ -121,9 +125,12 @@ class BatchScheduler:
         for thread in self._threads:
             thread.start()
 
-    def run(self, key, run_batch, inputs):
-        """The outputs of this request's rows, computed inside a merged batch."""
-        task = Task(inputs, int(next(iter(inputs.values())).shape[0]), is_waiting_in_run=True)
+    def run(self, key, run_batch, inputs, on_outputs=None):
+        """The outputs of this request's rows, computed inside a merged batch. on_outputs, if
+        given, is called with them by the batch thread as soon as the batch is done (the REST
+        answer goes out then, not once this thread has woken); its errors are logged."""
+        task = Task(inputs, int(next(iter(inputs.values())).shape[0]), is_waiting_in_run=True,
+                    on_outputs=on_outputs)
         self.schedule(key, run_batch, task)
         task.done.acquire()  # released once outputs or error are set (wake_tasks)
         if task.next_done is not None:
@@ -228,6 +235,12 @@ class BatchScheduler:
                                       [started - task.enqueued for task in batch.tasks])
         with self._condition:  # before the answers: a caller's next request is not extra
             callers.remove(len(batch.tasks), time.monotonic())
+        for task in batch.tasks:
+            if task.on_outputs is not None and task.error is None:
+                try:
+                    task.on_outputs(task.outputs)
+                except Exception:  # noqa: BLE001 - the caller answers it the usual way
+                    log.exception("answering a batched request from the batch thread failed")
         wake_tasks(batch.tasks)
 
     def merge_inputs(self, batch):

@@ -35,8 +35,9 @@ LIBEVENT_ERROR_PAGE = ("<HTML><HEAD>\n<TITLE>{code} {reason}</TITLE>\n</HEAD><BO
                        "<H1>{reason}</H1>\n</BODY></HTML>\n")
 
 
-def handle_request(server, method, path, body):
-    """(HTTP status, JSON-able body) for one request under /v1/ whose body has been read.
+def handle_request(server, method, path, body, write_early=None):
+    """(HTTP status, JSON-able body) for one request under /v1/ whose body has been read;
+    the body is None when write_early(answer) already answered a batched :predict.
 
     Each one is counted in request_count by its model name ("" when the URL names none) and
     status, GETs and malformed URLs included, and an OK one's latency is recorded under its
@@ -47,10 +48,10 @@ def handle_request(server, method, path, body):
         record.model_name = route.model_name
         if route.action in rest_routes.POST_ACTIONS:
             record.api = route.action
-        return 200, answer(server.core, route, body)
+        return 200, answer(server.core, route, body, write_early)
 
 
-def answer(core, route, body):
+def answer(core, route, body, write_early=None):
     """The JSON-able answer to a routed request."""
     if route.action == "status":  # labels are ignored, as TF Serving ignores them here
         return rest_routes.format_status(core.get_status(route.model_name, route.version))
@@ -59,17 +60,24 @@ def answer(core, route, body):
         return rest_routes.format_metadata(served.model_name, served.version,
                                            served.signature_defs)
     if route.action == "predict":
-        return predict(core, route, body)
+        return predict(core, route, body, write_early)
     return rest_routes.classify_or_regress(core, route, body)
 
 
-def predict(core, route, body):
-    """The :predict answer: JSON parsed first, then the model resolved, as TF Serving does."""
+def predict(core, route, body, write_early=None):
+    """The :predict answer: JSON parsed first, then the model resolved, as TF Serving does.
+    With batching and write_early, the batch thread formats and writes the answer as soon as
+    the batch is done (None is returned then): the clients of a batch get their answers
+    together, not one by one as their threads wake, so the next batch's requests come sooner."""
     signature_name, is_row, payload = rest_routes.parse_predict_body(body)
     served = core.get(route.model_name, route.version, route.label)
     name, signature_def = served.resolve_signature(signature_name)
     inputs = rest_routes.extract_inputs(is_row, payload, signature_def.inputs)
-    return rest_routes.format_predictions(served.predict(name, inputs), is_row)
+    if write_early is None or served.scheduler is None:
+        return rest_routes.format_predictions(served.predict(name, inputs), is_row)
+    outputs = served.predict(name, inputs, on_outputs=lambda rows: write_early(
+        rest_routes.format_predictions(rows, is_row)))
+    return None if write_early.is_done() else rest_routes.format_predictions(outputs, is_row)
 
 
 class RestHandler(http.server.BaseHTTPRequestHandler):
@@ -130,6 +138,7 @@ class RestHandler(http.server.BaseHTTPRequestHandler):
 
     def respond_to(self, method):
         self.unread_body_bytes = 0
+        self.early_rest = None  # bytes of an early answer the batch thread could not send
         try:
             body = self.read_body()
             if self.is_metrics_request():
@@ -142,7 +151,10 @@ class RestHandler(http.server.BaseHTTPRequestHandler):
         except Exception as e:  # the request boundary: log it, answer 500, keep serving
             logging.exception("REST %s %s failed", method, self.path)
             status, answer = 500, {"error": f"Internal error: {type(e).__name__}: {e}"}
-        if method == "HEAD":  # libevent answers HEAD with the handler's headers, no body
+        if self.early_rest is not None:  # answered by the batch thread (write_early)
+            if self.early_rest:
+                self.connection.sendall(self.early_rest)
+        elif method == "HEAD":  # libevent answers HEAD with the handler's headers, no body
             self.send_head(status, "application/json")
         else:
             self.send_body(status, rest_routes.encode_json(answer), "application/json")
@@ -154,7 +166,7 @@ class RestHandler(http.server.BaseHTTPRequestHandler):
         if not rest_routes.is_api_path(self.path):
             raise errors.NotFound(f"Not found: {method} {rest_routes.url_path(self.path)} "
                                   "(TF Serving serves /v1/... only)")
-        return handle_request(self.server, method, self.path, body)
+        return handle_request(self.server, method, self.path, body, EarlyWriter(self))
 
     def is_metrics_request(self):
         path = self.server.prometheus_path
@@ -294,6 +306,32 @@ class RestHandler(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, format, *args):  # noqa: A002 - the stdlib's signature
         LOG.debug("REST %s " + format, self.address_string(), *args)
+
+
+class EarlyWriter:
+    """write_early for one request: called by the batch thread with the 200 answer, it writes
+    what the socket takes at once (the socket never blocks that thread: it has a timeout, so
+    it is non-blocking underneath) and leaves the rest, if any, to the request's thread."""
+    __slots__ = ("handler",)
+
+    def __init__(self, handler):
+        self.handler = handler
+
+    def __call__(self, answer):
+        handler = self.handler
+        body = rest_routes.encode_json(answer)
+        data = handler.response_head(200, "application/json", f"Content-Length: {len(body)}\r\n")
+        data += body
+        try:
+            sent = os.write(handler.connection.fileno(), data)
+        except BlockingIOError:
+            sent = 0
+        except OSError:  # the client is gone; its thread finds out at its next read
+            sent = len(data)
+        handler.early_rest = data[sent:]
+
+    def is_done(self):
+        return self.handler.early_rest is not None
 
 
 class Headers(dict):

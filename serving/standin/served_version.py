@@ -109,10 +109,12 @@ class ServedVersion:
                 f'Serving signature name: "{name}" not found in signature def')
         return name, self.signature_defs[name]
 
-    def predict(self, signature_name, inputs, api="Predict"):
+    def predict(self, signature_name, inputs, api="Predict", on_outputs=None):
         """Runs a signature on {input name: array-like}; returns {output name: numpy array}.
 
-        api ("Predict", "Classify", "Regress") labels the model call's runtime_latency.
+        api ("Predict", "Classify", "Regress") labels the model call's runtime_latency. With
+        batching, on_outputs(outputs) is called by the batch thread the moment the batch is
+        done (BatchScheduler.run); without, it is not called.
         """
         name, signature_def = self.resolve_signature(signature_name)
         check_input_names(signature_def, inputs)
@@ -123,7 +125,8 @@ class ServedVersion:
         else:
             check_batch_sizes(arrays)
             outputs = self.scheduler.run((self.model_name, self.version, name),
-                                         lambda merged: self.run_signature(name, merged), arrays)
+                                         lambda merged: self.run_signature(name, merged), arrays,
+                                         on_outputs)
         metrics.PROCESS.record_runtime(self.model_name, api, time.perf_counter() - start)
         return outputs
 
