@@ -13,6 +13,8 @@ imported: its C++ logging reads TF_CPP_MIN_LOG_LEVEL once, at load.
 """
 import argparse
 import difflib
+import importlib.abc
+import importlib.util
 import logging
 import os
 import re
@@ -66,10 +68,62 @@ def quiet_libraries(verbosity=0):
     the logging format left to the caller; must run before TensorFlow loads."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", {0: "3", 1: "1"}.get(verbosity, "0"))
     if verbosity == 0:
+        silence_native_lines_of_import("tensorflow")
         os.environ.setdefault("PYTHONWARNINGS", "ignore::DeprecationWarning,ignore::FutureWarning")
         for category in NOISY_WARNINGS:
             warnings.filterwarnings("ignore", category=category)
         sys.unraisablehook = make_unraisable_hook(sys.unraisablehook)
+
+
+def silence_native_lines_of_import(name):
+    """The first import of module `name` runs with file descriptor 2 on /dev/null.
+
+    TensorFlow 2.16 and later (.venv-keras) write their C++ start-up lines through absl before
+    absl's logging is initialised ("WARNING: All log messages before absl::InitializeLog() ...",
+    oneDNN, CUDA stubs), straight to the stderr file descriptor: TF_CPP_MIN_LOG_LEVEL does not
+    reach them. A Python error of the import still surfaces, as an exception."""
+    if name not in sys.modules and not any(isinstance(f, NativeQuietImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, NativeQuietImport(name))
+
+
+class NativeQuietImport(importlib.abc.MetaPathFinder):
+    """Finds module `name` as the other finders do; its loader runs with stderr's descriptor muted."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)  # once: the real finders answer, and every later import
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None:
+            spec.loader = NativeQuietLoader(spec.loader)
+        return spec
+
+
+class NativeQuietLoader(importlib.abc.Loader):
+    """Delegates to the real loader; exec_module with file descriptor 2 on /dev/null."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __getattr__(self, attribute):  # get_filename, get_resource_reader, is_package, ...
+        return getattr(self.loader, attribute)
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        sys.stderr.flush()
+        saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, 2)
+            self.loader.exec_module(module)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            os.close(devnull)
 
 
 def make_unraisable_hook(default_hook):

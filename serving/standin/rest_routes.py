@@ -14,6 +14,7 @@ GetModelMetadata responses as proto JSON. Values in follow json_tensors.py
 """
 import collections
 import functools
+import inspect
 import json
 import re
 import urllib.parse
@@ -220,11 +221,17 @@ def format_regression(result):
     return {"results": [json_writer.RawJson(v) for v in values]}
 
 
+# MessageToDict's option that prints fields left at their default: renamed in protobuf 5.26
+# (TensorFlow 2.21's protobuf 6: .venv-keras); TensorFlow 2.15's protobuf 4 has the old name.
+_NEW_NAME = "always_print_fields_with_no_presence"
+PRINT_DEFAULTS = ({_NEW_NAME: True} if _NEW_NAME in inspect.signature(json_format.MessageToDict).parameters
+                  else {"including_default_value_fields": True})
+
+
 def format_status(response):
     """A GetModelStatusResponse as TF Serving's JSON, defaults included: every version prints
     "status": {"error_code": "OK", "error_message": ""} unless its load failed."""
-    return json_format.MessageToDict(response, preserving_proto_field_name=True,
-                                     including_default_value_fields=True)
+    return json_format.MessageToDict(response, preserving_proto_field_name=True, **PRINT_DEFAULTS)
 
 
 def format_metadata(model_name, version, signature_defs):
@@ -235,7 +242,7 @@ def format_metadata(model_name, version, signature_defs):
     return {
         "model_spec": {"name": model_name, "signature_name": "", "version": str(version)},
         "metadata": {"signature_def": json_format.MessageToDict(
-            signature_map, preserving_proto_field_name=True, including_default_value_fields=True)},
+            signature_map, preserving_proto_field_name=True, **PRINT_DEFAULTS)},
     }
 
 

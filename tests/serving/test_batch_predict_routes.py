@@ -17,8 +17,7 @@ import pytest
 from common import export_predictor
 
 from serving import batch_predict
-from trainer import chain
-from trainer.estimator import loop
+from trainer import chain, task
 
 BAD = {"missing.jpg": "missing_file", "empty.jpg": "empty_file", "corrupt.jpg": "corrupt_image"}
 
@@ -26,7 +25,8 @@ BAD = {"missing.jpg": "missing_file", "empty.jpg": "empty_file", "corrupt.jpg": 
 def run_trainer_predict(output_dir, predict_input, predictions_dir, *extra):
     argv = [f"--output_dir={output_dir}", "--mode=predict", f"--predict_input={predict_input}",
             f"--predict_output_dir={predictions_dir}", *extra]
-    return loop.run(chain.parse_params(argv))
+    params = chain.parse_params(argv)
+    return task.load_engine(params["engine"])(params)  # the run's engine (.venv-keras: Keras)
 
 
 def read_jsonl(pattern):

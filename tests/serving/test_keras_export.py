@@ -19,6 +19,7 @@ import tensorflow as tf
 from common import export_predictor, image_ops, signature, warmup
 from serving import batch_predict, client
 from tests.serving.test_real_export import predict_in_process, predict_over_servers
+from tests.engines import HAS_ESTIMATOR, needs_estimator
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from trainer.export import contract
 
@@ -28,13 +29,13 @@ LABELS = ("cat", "dog", "fish")
 
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
-    """{engine: (output_dir, export_dir)} of the same tiny run by each engine."""
+    """{engine: (output_dir, export_dir)} of the same tiny run by each engine (.venv-keras: Keras only)."""
     from tests.conftest import write_dataset
     from trainer import task
     root = tmp_path_factory.mktemp("engines")
     data = write_dataset(root / "data", {"train": 24, "eval": 11}, LABELS, size=20)
     found = {}
-    for engine in ("estimator", "keras"):
+    for engine in ("estimator", "keras") if HAS_ESTIMATOR else ("keras",):
         flags = dict(TINY_FLAGS, train_data_path=f"{data}/train-*", eval_data_path=f"{data}/eval-*",
                      output_dir=root / engine, engine=engine, moving_average_decay=0.9)
         found[engine] = (str(root / engine), task.main(as_argv(flags)))
@@ -50,6 +51,7 @@ def signature_contract(export_dir):
             for name, s in meta_graph.signature_def.items()}
 
 
+@needs_estimator
 def test_both_engines_export_the_same_contract(exports):
     by_engine = {engine: signature_contract(export_dir) for engine, (_, export_dir) in exports.items()}
     assert by_engine["keras"] == by_engine["estimator"]

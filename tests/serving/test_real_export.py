@@ -20,6 +20,7 @@ from common import signature
 from serving.standin import server
 from serving.grpc_client import GrpcClient
 from serving.rest_client import RestClient
+from tests.engines import needs_estimator
 
 TOLERANCE = 1e-5  # the bound on probabilities across the four paths
 TINY_HPARAMS = "cnn_filters: [4]\ndense_units: 8\n"
@@ -105,6 +106,7 @@ def predict_over_servers(export_dir, jpegs):
         running.stop()
 
 
+@needs_estimator  # the Estimator engine's own predictions are the reference
 def test_trainer_export_matches_contract_and_serves_consistently(
         write_tfrecord_dataset, make_jpeg, tmp_path):
     data_dir = write_tfrecord_dataset({"train": 24, "eval": 6}, size=24, shards=1)

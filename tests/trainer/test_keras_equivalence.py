@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.engines import needs_estimator
 from trainer.nets import warm_start
 from trainer.objective import metrics
 from trainer.objective.averages import EMA_SUFFIX
@@ -70,6 +71,7 @@ def write_both_checkpoints(params, keras_dir, estimator_dir):
     {"model": "resnet", "resnet_depth": 8, "resnet_width": 4, "moving_average_decay": 0.9,
      "label_smoothing": 0.1},
 ], ids=["small_cnn", "resnet_averaged_smoothed"])
+@needs_estimator
 def test_both_engines_report_the_same_metrics_on_the_same_weights(tiny_params, tmp_path, overrides):
     from trainer.estimator import loop
     params = dict(tiny_params, **overrides)
