@@ -382,3 +382,18 @@ def test_multi_inference_is_not_counted(config_server, channel, sample_jpegs):
     after = scrape(config_server)
     assert [s for s in after[count].samples if s.labels["model_name"] == "image_classifier"] == [
         s for s in before[count].samples if s.labels["model_name"] == "image_classifier"]
+
+
+def test_with_batching_pipelined_requests_are_answered_in_order(batching_server, sample_jpegs):
+    """The batch thread answers batched requests; a client that sends its next request before
+    the answer (pipelining) still gets the answers in its requests' order, and an HTTP/1.0
+    request without keep-alive gets its answer before the connection closes."""
+    first, second = predict_body(sample_jpegs[:1]), predict_body(sample_jpegs[:3])
+    request = (post(MODEL + ":predict", first) + post(MODEL + ":predict", second)
+               + post(MODEL + ":predict", first).replace(b"HTTP/1.1", b"HTTP/1.0", 1))
+    data, is_closed = raw_exchange(batching_server, request, answers=4)
+    answers = split_answers(data)
+    assert [line for line, _, _ in answers] == ["HTTP/1.1 200 OK", "HTTP/1.1 200 OK",
+                                                "HTTP/1.0 200 OK"]
+    assert [len(json.loads(body)["predictions"]) for _, _, body in answers] == [1, 3, 1]
+    assert is_closed and header(answers[2][1], "Connection") == "close"
