@@ -26,6 +26,11 @@ is closed early, so batch sizes, padding and the queue limit behave as before.
 As in TF Serving, one failing input (an undecodable image) fails every request
 merged into its batch.
 
+What is done once per batch rather than per request stays off the batch cycle's
+critical path: the callers are woken in a chain (wake_tasks), work on the outputs can
+be shared by the batch's requests (BatchOutputs: the REST answers' texts), and
+BatchScheduler.run's on_outputs lets the batch thread answer a request at once.
+
     .venv/bin/python -m serving.standin.server --model_base_path OUT/export/image_classifier \
         --enable_batching --batching_parameters_file batching.txt
 """

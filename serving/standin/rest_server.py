@@ -9,6 +9,12 @@ byte is read), then drained, bounded in bytes and time. HTTP/1.1 connections sta
 open; an HTTP/1.0 request gets an HTTP/1.0 answer that says "Connection:
 keep-alive" when it asked for that (as `ab -k` does) and closes otherwise.
 
+As under TF Serving's libevent: OPTIONS, HEAD, PUT, DELETE and PATCH reach the REST
+handler (HEAD answered with headers only), TRACE and CONNECT get libevent's 501 HTML
+page, and a request line that does not parse (the bytes after a body shorter than its
+Content-Length, say) libevent's 400 page, the connection then closed. With batching
+a :predict is answered by the batch thread as soon as its batch is done (EarlyWriter).
+
     .venv/bin/python -m serving.standin.server --model_base_path OUT/export/image_classifier
 """
 import email.utils
