@@ -15,6 +15,7 @@ import time
 import pytest
 import tensorflow as tf
 
+from tests.engines import needs_estimator
 from trainer.run import checkpoints, eval_records
 
 TRAIN_STEPS = 200
@@ -44,7 +45,7 @@ def kill_after_first_checkpoint(process, output_dir, timeout=120):
     raise AssertionError(f"no checkpoint past step 0 within {timeout}s (exit code {process.poll()})")
 
 
-@pytest.mark.parametrize("engine", ["estimator", "keras"])
+@pytest.mark.parametrize("engine", [pytest.param("estimator", marks=needs_estimator), "keras"])
 def test_kill_9_mid_training_then_rerun_resumes_to_train_steps(tiny_argv, repo_root, tmp_path, engine):
     argv = [a for a in tiny_argv if not a.startswith(("--train_steps", "--steps_per_eval"))]
     argv += [f"--train_steps={TRAIN_STEPS}", f"--steps_per_eval={TRAIN_STEPS}",
