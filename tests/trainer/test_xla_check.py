@@ -16,25 +16,37 @@ import tensorflow as tf  # noqa: E402
 from tests.trainer.fine_tune_helpers import write_hub_module  # noqa: E402
 from trainer import nets  # noqa: E402
 from trainer.settings import table  # noqa: E402
-from trainer.estimator import xla_check  # noqa: E402
+from tests.engines import needs_estimator  # noqa: E402
+from trainer.cloud.xla import XlaCheckError  # noqa: E402
 from trainer.keras import xla_check as keras_xla_check  # noqa: E402
 
-CHECKS = {"estimator": xla_check.check_train_step, "keras": keras_xla_check.check_train_step}
+
+def check_train_step(engine, params, **kwargs):
+    """The engine's check; the Estimator's imported only here (.venv-keras has no tf.estimator)."""
+    if engine == "keras":
+        return keras_xla_check.check_train_step(params, **kwargs)
+    from trainer.estimator import xla_check
+    return xla_check.check_train_step(params, **kwargs)
+
+
+def on_estimator(*values):
+    return pytest.param(*values, marks=needs_estimator)
 
 # The reference's training knobs together: each must stay inside the compiled step.
 KNOBS = {"label_smoothing": 0.1, "moving_average_decay": 0.99, "lr_schedule": "step"}
 
 
 @pytest.mark.parametrize("engine, overrides", [
-    ("estimator", {"model": "small_cnn"}),
-    ("estimator", {"model": "resnet", "resnet_depth": 8, "resnet_width": 4, "transpose_input": True}),
-    ("estimator", {"model": "small_cnn", "use_bfloat16": True, "optimizer": "momentum", **KNOBS}),
+    on_estimator("estimator", {"model": "small_cnn"}),
+    on_estimator("estimator", {"model": "resnet", "resnet_depth": 8, "resnet_width": 4,
+                               "transpose_input": True}),
+    on_estimator("estimator", {"model": "small_cnn", "use_bfloat16": True, "optimizer": "momentum", **KNOBS}),
     ("keras", {"model": "resnet", "resnet_depth": 8, "resnet_width": 4}),
     ("keras", {"model": "small_cnn", "use_bfloat16": True, "optimizer": "momentum", **KNOBS}),
 ], ids=["small_cnn", "resnet_transposed", "small_cnn_bfloat16_momentum_knobs", "keras_resnet",
         "keras_small_cnn_bfloat16_momentum_knobs"])
 def test_train_step_compiles_and_runs_under_xla(tiny_params, engine, overrides):
-    losses = CHECKS[engine](dict(tiny_params, **overrides), batch_size=4, steps=2)
+    losses = check_train_step(engine, dict(tiny_params, **overrides), batch_size=4, steps=2)
     assert len(losses) == 2 and all(loss > 0 for loss in losses)
 
 
@@ -43,7 +55,7 @@ def test_the_keras_step_with_a_backbone_compiles_under_xla(tiny_params, tmp_path
     write_hub_module(tmp_path / "module")
     params = dict(tiny_params, model="hub", hub_module=str(tmp_path / "module"), freeze_backbone=False,
                   backbone_learning_rate_multiplier=0.1, **KNOBS)
-    losses = keras_xla_check.check_train_step(params, batch_size=2, steps=2)
+    losses = check_train_step("keras", params, batch_size=2, steps=2)
     assert len(losses) == 2 and all(loss > 0 for loss in losses)
 
 
@@ -56,18 +68,20 @@ def test_the_keras_step_with_a_backbone_compiles_under_xla(tiny_params, tmp_path
     {"model": "mobilenet_v2", "use_bfloat16": True, "backbone_learning_rate_multiplier": 0.1,
      **KNOBS},
 ], ids=["resnet50_bfloat16_transposed", "efficientnet_b0_bfloat16", "mobilenet_v2_bfloat16_knobs"])
+@needs_estimator
 def test_imagenet_networks_compile_and_run_under_xla(tiny_params, overrides):
     params = dict(tiny_params, image_size=32, dropout_rate=0.2, **overrides)
-    losses = xla_check.check_train_step(params, batch_size=2, steps=1)
+    losses = check_train_step("estimator", params, batch_size=2, steps=1)
     assert len(losses) == 1 and losses[0] > 0
 
 
+@needs_estimator
 def test_hub_backbone_passes_the_check_and_trains_under_xla(tiny_params, tmp_path):
     """A SavedModel's function keeps the shapes it was traced with ([None, ...]) on its call
     op's outputs; XLA compiles the call from the static inputs, and the check skips them."""
     write_hub_module(tmp_path / "module")
     params = dict(tiny_params, model="hub", hub_module=str(tmp_path / "module"))
-    losses = xla_check.check_train_step(dict(params, freeze_backbone=False), batch_size=2, steps=2)
+    losses = check_train_step("estimator", dict(params, freeze_backbone=False), batch_size=2, steps=2)
     assert len(losses) == 2 and all(loss > 0 for loss in losses)
 
 
@@ -83,19 +97,19 @@ def build_dynamic_cnn(num_classes, image_size, dtype, keep_threshold):
         lambda t: tf.pad(t, [[0, 4 - tf.shape(t)[0]], [0, 0]]), name="pad_back")(logits))
 
 
-@pytest.mark.parametrize("engine", ["estimator", "keras"])
+@pytest.mark.parametrize("engine", [on_estimator("estimator"), "keras"])
 def test_dynamic_shaped_model_fails_with_the_op_named(tiny_params, monkeypatch, engine):
     monkeypatch.setitem(table.NETWORKS, "dynamic_cnn", table.Network(()))
     monkeypatch.setitem(nets.BUILDERS, "dynamic_cnn",
                         lambda num_classes, image_size, dtype, **_: build_dynamic_cnn(
                             num_classes, image_size, dtype, 0.0))
-    with pytest.raises(xla_check.XlaCheckError,
+    with pytest.raises(XlaCheckError,
                        match=r"model='dynamic_cnn': the training step has \d+ tensor\(s\) without a "
                              r"static shape.*keep_bright/boolean_mask"):
-        CHECKS[engine](dict(tiny_params, model="dynamic_cnn"), batch_size=4)
+        check_train_step(engine, dict(tiny_params, model="dynamic_cnn"), batch_size=4)
 
 
-@pytest.mark.parametrize("engine", ["estimator", "keras"])
+@pytest.mark.parametrize("engine", [on_estimator("estimator"), "keras"])
 def test_an_op_xla_cannot_compile_fails_with_xla_message(tiny_params, monkeypatch, engine):
     def build_string_cnn(num_classes, image_size, dtype, **_):
         images = tf.keras.Input([image_size, image_size, 3], name="images")
@@ -106,6 +120,6 @@ def test_an_op_xla_cannot_compile_fails_with_xla_message(tiny_params, monkeypatc
         return tf.keras.Model(images, tf.keras.layers.Dense(num_classes, name="logits")(pooled))
     monkeypatch.setitem(table.NETWORKS, "string_cnn", table.Network(()))
     monkeypatch.setitem(nets.BUILDERS, "string_cnn", build_string_cnn)
-    with pytest.raises(xla_check.XlaCheckError,
+    with pytest.raises(XlaCheckError,
                        match=r"model='string_cnn': XLA cannot compile the training step: .*AsString"):
-        CHECKS[engine](dict(tiny_params, model="string_cnn"), batch_size=4)
+        check_train_step(engine, dict(tiny_params, model="string_cnn"), batch_size=4)
