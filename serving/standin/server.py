@@ -247,14 +247,16 @@ def main(argv=None):
     console.quiet_libraries()  # TensorFlow's C++ start-up lines and Google's notices
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("serving").setLevel(logging.INFO)  # version loads; TF's own INFO stays off
+    # SIGTERM before the server starts: a client served at once may stop it at once (the
+    # demo does), and that stop must still be graceful and come after the start-up line.
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         options = options_from_args(args)
         running = start(options)
     except (UserError, config_files.ConfigFileError) as err:  # one line, exit code 2
         console.exit_with_error(err)
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())  # Ctrl-C while loading: KeyboardInterrupt
     print(describe(running, options), flush=True)
     stop.wait()
     running.stop()
