@@ -33,8 +33,11 @@ twice for --finetune_steps, from scratch and warm-started from the source
 (--warm_start_from, classifier excluded), on the first
 --finetune_train_per_label images of each digit, evaluated every
 --finetune_eval_every steps on all the other images of 5-9 (846 with 10 per
-digit). Reported: each run's accuracy curve and the first evaluation at which
-each run reaches the scratch run's final accuracy, taken as the mean of its
+digit); each of the two runs --finetune_repeats times, its accuracy curves
+averaged (single unseeded runs reached scratch's final accuracy at steps
+100-180 of 200; in the measured pairs, averaged, 140-200). Reported: each run's
+mean accuracy curve and the first evaluation at which each run reaches the
+scratch run's final accuracy, taken as the mean of its
 last FINAL_EVALUATIONS evaluations (a lucky or unlucky last evaluation does not
 set the bar; the scratch run always reaches it, by its last evaluations at the
 latest). Goal: the warm-started run at most half the steps; the comparison
@@ -82,11 +85,22 @@ def build_parser():
                         help="--learning_rate of both target runs")
     parser.add_argument("--finetune_train_per_label", type=int, default=10,
                         help="target training images per digit; all the others evaluate")
+    parser.add_argument("--finetune_repeats", type=int, default=2,
+                        help="runs of each target run, their accuracy curves averaged")
     return parser
 
 
+def parse_args(argv=None):
+    """build_parser's flags, with --finetune_repeats checked before anything runs."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.finetune_repeats < 1:
+        parser.error(f"--finetune_repeats={args.finetune_repeats} must be at least 1")
+    return args
+
+
 if __name__ == "__main__":  # --help and flag mistakes answer before TensorFlow loads;
-    build_parser().parse_args()  # the entry point below parses them again
+    parse_args()  # the entry point below parses them again
 
 
 import tensorflow as tf  # noqa: E402
@@ -273,7 +287,7 @@ def print_speed_table(results):
 
 
 def run(argv=None):
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.WARN)
     print(f"TensorFlow {tf.__version__}; {args.rounds} rounds x {args.steps} steps (backbone "
           f"networks: {args.photo_rounds} x {args.photo_steps}; {WARMUP_STEPS} warm-up steps not "
@@ -332,6 +346,16 @@ def first_step_reaching(curve, accuracy):
     return next((step for step, value in curve if value >= accuracy), None)
 
 
+def average_runs(results):
+    """[([(step, accuracy)], seconds)] of repeated runs -> ([(step, mean accuracy)], total seconds)."""
+    curves = [curve for curve, _ in results]
+    steps = [step for step, _ in curves[0]]
+    if any([step for step, _ in curve] != steps for curve in curves):
+        raise ValueError(f"repeated runs evaluated at different steps: {curves}")
+    mean = [(step, statistics.mean(curve[i][1] for curve in curves)) for i, step in enumerate(steps)]
+    return mean, sum(seconds for _, seconds in results)
+
+
 def final_accuracy(curve):
     """The mean of the last FINAL_EVALUATIONS accuracies of [(step, accuracy)]."""
     return statistics.mean(value for _, value in curve[-FINAL_EVALUATIONS:])
@@ -348,10 +372,14 @@ def bench_finetune(directory, args):
     source, source_seconds = train_run(f"{directory}/source_data", f"{directory}/source", args,
                                        args.finetune_source_steps)
     target = {"learning_rate": args.finetune_learning_rate}
-    runs = {"from scratch": train_run(f"{directory}/target_data", f"{directory}/scratch", args,
-                                      args.finetune_steps, **target),
-            "warm-started": train_run(f"{directory}/target_data", f"{directory}/warm", args,
-                                      args.finetune_steps, warm_start_from=f"{directory}/source", **target)}
+    repeats = {"from scratch": [], "warm-started": []}
+    for repeat in range(args.finetune_repeats):  # alternating: the machine's load hits both alike
+        repeats["from scratch"].append(train_run(f"{directory}/target_data", f"{directory}/scratch{repeat}",
+                                                 args, args.finetune_steps, **target))
+        repeats["warm-started"].append(train_run(
+            f"{directory}/target_data", f"{directory}/warm{repeat}", args, args.finetune_steps,
+            warm_start_from=f"{directory}/source", **target))
+    runs = {name: average_runs(results) for name, results in repeats.items()}
     print_finetune_table(args, source, source_seconds, runs, len(target_splits["eval"]))
     return runs
 
@@ -361,7 +389,8 @@ def print_finetune_table(args, source, source_seconds, runs, eval_images):
     print(f"\nFine-tuning {args.finetune_model} at {args.finetune_image_size} px: source digits 0-4, "
           f"{args.finetune_source_steps} steps ({source_seconds:.0f} s), eval accuracy {source[-1][1]:.3f};\n"
           f"target digits 5-9 ({args.finetune_train_per_label} training images each, "
-          f"{eval_images} eval images, learning_rate {args.finetune_learning_rate}), "
+          f"{eval_images} eval images, learning_rate {args.finetune_learning_rate}), mean of "
+          f"{args.finetune_repeats} run(s) each, "
           f"{args.finetune_steps} steps, eval every {args.finetune_eval_every}; scratch's final "
           f"accuracy = the mean of its last {FINAL_EVALUATIONS} evaluations, {target:.4f}")
     print("\n| target run | " + " | ".join(f"step {step}" for step, _ in runs["from scratch"][0])
@@ -371,7 +400,7 @@ def print_finetune_table(args, source, source_seconds, runs, eval_images):
         reached = first_step_reaching(curve, target)
         cells = (f"**{value:.3f}**" if step == reached else f"{value:.3f}" for step, value in curve)
         print(f"| {name} | " + " | ".join(cells)
-              + f" | {reached if reached is not None else 'not reached'} | {seconds:.0f} s |")
+              + f" | {reached if reached is not None else 'not reached'} | {seconds:.0f} s in all |")
     print("\n" + finetune_verdict(runs, target, args.finetune_steps))
 
 
