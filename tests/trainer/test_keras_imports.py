@@ -103,3 +103,16 @@ def test_the_default_engine_refuses_where_tensorflow_estimator_is_missing(tiny_a
         "error: --engine estimator needs tensorflow-estimator (TensorFlow <= 2.15), not installed here: "
         "use --engine keras or the .venv environment")
     assert result.stdout == "" and not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(HAS_ESTIMATOR, reason="tensorflow-estimator is installed: runs in .venv-keras (make test-keras)")
+def test_the_estimator_xla_check_refuses_where_tensorflow_estimator_is_missing():
+    """python -m trainer.estimator.xla_check in .venv-keras: one line naming the Keras engine's check."""
+    result = subprocess.run([sys.executable, "-m", "trainer.estimator.xla_check", "--model", "small_cnn"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=300,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines() == [
+        "error: python -m trainer.estimator.xla_check needs tensorflow-estimator (TensorFlow <= 2.15), "
+        "not installed here: use the .venv environment, or python -m trainer.keras.xla_check for the "
+        "Keras engine"]

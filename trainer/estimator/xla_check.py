@@ -14,11 +14,16 @@ memory limits and multi-core sharding. The Keras engine's step: trainer/keras/xl
 
     .venv/bin/python -m trainer.estimator.xla_check --model resnet --image_size 32 --train_batch_size 16
 """
+import importlib.util
 from unittest import mock
 
 from common import console
 
 VERBOSITY = console.quiet_unless_verbose()  # before TensorFlow loads: it reads the environment once
+if __name__ == "__main__" and importlib.util.find_spec("tensorflow_estimator") is None:  # .venv-keras
+    console.exit_with_error("python -m trainer.estimator.xla_check needs tensorflow-estimator "
+                            "(TensorFlow <= 2.15), not installed here: use the .venv environment, "
+                            "or python -m trainer.keras.xla_check for the Keras engine")
 
 import tensorflow as tf  # noqa: E402
 
