@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import socket
-import sys
 import uuid
 
 from apache_beam.io.filesystems import FileSystems
@@ -176,13 +175,21 @@ def discard_keeping_dead_letters(staging):
                               FileSystems.join(staging, "_temp-*", "*")])
 
 
-def main(argv):
+def main(argv=None):
+    """Says whether a preprocessing run holds OUT; a local OUT that does not exist is not made."""
+    from common import console
+    parser = console.ArgumentParser(prog="python -m preprocess.output_dir",
+                                    description="Whether a preprocessing run holds OUT, and which.")
+    parser.add_argument("output_dir", metavar="OUT")
+    output_dir = parser.parse_args(argv).output_dir
+    if "://" not in output_dir and not os.path.isdir(output_dir):
+        console.exit_with_error(f"{output_dir}: no such directory")
     try:
-        with hold(argv[1]):
-            print(f"{argv[1]}: free")
+        with hold(output_dir):
+            print(f"{output_dir}: free")
     except OutputDirBusy as err:
         print(err)
 
 
 if __name__ == "__main__":
-    main(sys.argv)
+    main()

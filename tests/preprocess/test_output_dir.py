@@ -191,3 +191,18 @@ def test_no_usable_row_names_the_inputs_and_the_fix():
             r"malformed_csv_line: 1\): no listed file exists .*: OUT/errors.jsonl")):
         summary.check_some_rows_usable(meta, summary.describe_inputs(["x/a.csv", "b.csv"], ""),
                                        "OUT/errors.jsonl")
+
+
+def test_the_lock_query_command_reads_flags_and_makes_no_directory(tmp_path):
+    """python -m preprocess.output_dir: --help and a path that is not there create nothing."""
+    def query(*argv):
+        return subprocess.run([sys.executable, "-m", "preprocess.output_dir", *argv], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120,
+                              env=dict(os.environ, PYTHONPATH=ROOT))
+    assert query("--help").returncode == 0
+    missing = query(str(tmp_path / "nowhere"))
+    assert missing.returncode == 2
+    assert missing.stderr.strip().splitlines()[-1] == f"error: {tmp_path / 'nowhere'}: no such directory"
+    assert sorted(os.listdir(tmp_path)) == []  # no "--help" or "nowhere" folder
+    (tmp_path / "out").mkdir()
+    assert query(str(tmp_path / "out")).stdout.strip() == f"{tmp_path / 'out'}: free"

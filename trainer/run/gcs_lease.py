@@ -250,19 +250,28 @@ def hold_lease(url, holder, wait=False, on_lost=stop_process):
         release(lease)
 
 
-def main(argv):
+def main(argv=None):
+    """Prints who holds the lease at a gs:// URL, and until when."""
+    from common import console
+    parser = console.ArgumentParser(prog="python -m trainer.run.gcs_lease",
+                                    description="Who holds the lease at a gs:// URL, and until when.")
+    parser.add_argument("url", metavar="gs://BUCKET/OUT/trainer.lock")
+    url = parser.parse_args(argv).url
+    if not is_gcs(url):
+        console.exit_with_error(f"{url}: not a gs:// URL (a local OUT's lock is an flock, "
+                                f"held only while its trainer runs)")
     try:
-        seen = read_lease(make_blob(argv[1]))
+        seen = read_lease(make_blob(url))
     except LeaseStoreError as err:
         print(err)
         return None
     if seen is None:
-        print(f"{argv[1]}: free")
+        print(f"{url}: free")
     else:
         state = "expired" if seen.expires <= time.time() else "held"
-        print(f"{argv[1]}: {state} by {seen.holder} until {format_time(seen.expires)}")
+        print(f"{url}: {state} by {seen.holder} until {format_time(seen.expires)}")
     return seen
 
 
 if __name__ == "__main__":
-    main(sys.argv)
+    main()
