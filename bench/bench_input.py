@@ -42,6 +42,7 @@ def build_parser():
 
 if __name__ == "__main__":  # --help and flag mistakes answer before TensorFlow loads;
     build_parser().parse_args()  # the entry point below parses them again
+    console.quiet_unless_verbose([])  # the libraries' start-up and deprecation lines off
 
 
 import numpy as np  # noqa: E402

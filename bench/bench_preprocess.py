@@ -38,6 +38,7 @@ def build_parser():
 
 if __name__ == "__main__":  # --help and flag mistakes answer before Beam loads;
     build_parser().parse_args()  # the entry point below parses them again
+    console.quiet_unless_verbose([])  # the libraries' start-up and deprecation lines off
 
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -101,6 +101,7 @@ def parse_args(argv=None):
 
 if __name__ == "__main__":  # --help and flag mistakes answer before TensorFlow loads;
     parse_args()  # the entry point below parses them again
+    console.quiet_unless_verbose([])  # the libraries' start-up and deprecation lines off
 
 
 import tensorflow as tf  # noqa: E402
