@@ -79,13 +79,25 @@ def preprocess_batch_for_eval(image_bytes, image_size, parallel_iterations=10):
         parallel_iterations=parallel_iterations)
 
 
-def sample_crop_windows(heights, widths, min_crop_area):
+def stateless_seeds(seed, count):
+    """count independent int [2] seeds of stateless random ops, split from seed.
+
+    seed: int [2]; the same seed gives the same draws, in whatever order a parallel
+    tf.data map runs its calls (stateful random ops do not). None: a random seed.
+    """
+    if seed is None:
+        seed = tf.random.uniform([2], maxval=tf.int64.max, dtype=tf.int64)
+    return tf.unstack(tf.random.experimental.stateless_split(seed, count))
+
+
+def sample_crop_windows(heights, widths, min_crop_area, seed=None):
     """Random Inception-style crop windows, vectorized over a batch of image sizes.
 
     heights, widths: int [n], pixels. Each window covers a uniformly drawn
     fraction of the area in [min_crop_area, 1] with a log-uniform aspect ratio
     in CROP_ASPECT_RATIO_RANGE; a side that would overflow the image is clipped
     and the other grown to keep the area, so min_crop_area=1 is the whole image.
+    seed: int [2] (stateless_seeds), or None for random windows.
     Returns int32 [n, 4] windows (y, x, h, w) inside each image.
     Drawn per batch, not per image: in tf.data each extra per-image op costs
     about as much as decoding a 32x32 JPEG.
@@ -93,9 +105,10 @@ def sample_crop_windows(heights, widths, min_crop_area):
     heights = tf.cast(heights, tf.float32)
     widths = tf.cast(widths, tf.float32)
     n = tf.shape(heights)[0]
-    area = tf.random.uniform([n], min_crop_area, 1.0) * heights * widths
+    area_seed, ratio_seed, y_seed, x_seed = stateless_seeds(seed, 4)
+    area = tf.random.stateless_uniform([n], area_seed, min_crop_area, 1.0) * heights * widths
     low, high = CROP_ASPECT_RATIO_RANGE
-    ratio = tf.exp(tf.random.uniform([n], math.log(low), math.log(high)))  # width / height
+    ratio = tf.exp(tf.random.stateless_uniform([n], ratio_seed, math.log(low), math.log(high)))  # w / h
     crop_w, crop_h = tf.sqrt(area * ratio), tf.sqrt(area / ratio)
     is_too_wide, is_too_tall = crop_w > widths, crop_h > heights
     crop_w, crop_h = (
@@ -103,8 +116,8 @@ def sample_crop_windows(heights, widths, min_crop_area):
         tf.where(is_too_wide, area / widths, tf.where(is_too_tall, heights, crop_h)))
     crop_h = tf.clip_by_value(tf.round(crop_h), 1.0, heights)
     crop_w = tf.clip_by_value(tf.round(crop_w), 1.0, widths)
-    y = tf.floor(tf.random.uniform([n]) * (heights - crop_h + 1.0))
-    x = tf.floor(tf.random.uniform([n]) * (widths - crop_w + 1.0))
+    y = tf.floor(tf.random.stateless_uniform([n], y_seed) * (heights - crop_h + 1.0))
+    x = tf.floor(tf.random.stateless_uniform([n], x_seed) * (widths - crop_w + 1.0))
     return tf.cast(tf.stack([y, x, crop_h, crop_w], axis=1), tf.int32)
 
 
@@ -118,14 +131,16 @@ def decode_crop_and_resize(image_bytes, window, image_size):
     return _resize(image, image_size)
 
 
-def flip_and_normalize_batch(images, random_flip):
+def flip_and_normalize_batch(images, random_flip, seed=None):
     """The batch half of training preprocessing: optional per-image flip, then normalize.
 
     Vectorized over the batch, so the input pipeline pays a few ops per batch
-    instead of per image. images: [B, S, S, 3] in [0, 255].
+    instead of per image. images: [B, S, S, 3] in [0, 255]. seed: int [2]
+    (stateless_seeds), or None for random flips.
     """
     if random_flip:
-        is_flipped = tf.random.uniform([tf.shape(images)[0], 1, 1, 1]) < 0.5
+        flip_seed, = stateless_seeds(seed, 1)
+        is_flipped = tf.random.stateless_uniform([tf.shape(images)[0], 1, 1, 1], flip_seed) < 0.5
         images = tf.where(is_flipped, tf.reverse(images, axis=[2]), images)
     return normalize_image(images)
 

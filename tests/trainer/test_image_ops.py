@@ -112,3 +112,23 @@ def test_crop_windows_with_min_area_1_are_the_whole_image():
     windows = image_ops.sample_crop_windows(heights, widths, 1.0).numpy()
     expected = np.stack([np.zeros(150), np.zeros(150), heights, widths], axis=1)
     np.testing.assert_array_equal(windows, expected)
+
+
+@pytest.mark.parametrize("min_crop_area", [0.08, 0.85])
+def test_seeded_crop_windows_and_flips_repeat_with_their_seed_only(min_crop_area):
+    heights, widths = tf.constant([32, 480, 300] * 20), tf.constant([32, 640, 200] * 20)
+    images = tf.reshape(tf.range(60 * 2 * 3 * 3, dtype=tf.float32), [60, 2, 3, 3])
+
+    def draw(seed):
+        seed = tf.constant(seed, tf.int64)
+        return (image_ops.sample_crop_windows(heights, widths, min_crop_area, seed).numpy(),
+                image_ops.flip_and_normalize_batch(images, True, seed).numpy())
+    windows, flipped = draw([1, 2])
+    again_windows, again_flipped = draw([1, 2])
+    np.testing.assert_array_equal(again_windows, windows)
+    np.testing.assert_array_equal(again_flipped, flipped)
+    other_windows, other_flipped = draw([1, 3])
+    assert (other_windows != windows).any(axis=1).sum() > 30  # of 60 windows
+    assert not np.array_equal(other_flipped, flipped)
+    unseeded = [image_ops.sample_crop_windows(heights, widths, min_crop_area).numpy() for _ in range(2)]
+    assert not np.array_equal(*unseeded)

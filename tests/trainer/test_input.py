@@ -191,3 +191,27 @@ def test_train_records_without_stored_size_fail_loudly(tmp_path, make_jpeg):
         make_params(batch_size=2))
     with pytest.raises(tf.errors.InvalidArgumentError, match="image/height"):
         next(iter(dataset))
+
+
+def train_stream(pattern, seed, batches=6):
+    """The first batches (images, labels) of a training stream, with crops and flips."""
+    input_fn = input_lib.make_input_fn(pattern, ModeKeys.TRAIN, seed=seed)
+    taken = input_fn(make_params(batch_size=4, random_flip=True, shuffle_buffer=6)).take(batches)
+    return [(f["image"].numpy(), l.numpy()) for f, l in taken]
+
+
+def test_a_seeded_train_stream_repeats_exactly_and_only_with_its_seed(write_tfrecord_dataset):
+    data = write_tfrecord_dataset({"train": 12}, labels=unique_labels(12), shards=3)
+    pattern = str(data / "train-*")
+    seed = input_lib.train_seed(7, start_step=0)
+    first = train_stream(pattern, seed)  # 24 examples: two epochs of 3 interleaved files
+    for (image, labels), (image_again, labels_again) in zip(first, train_stream(pattern, seed)):
+        np.testing.assert_array_equal(labels_again, labels)
+        np.testing.assert_array_equal(image_again, image)
+
+    def order(stream):
+        return np.concatenate([labels for _, labels in stream]).tolist()
+    others = [input_lib.train_seed(8, 0), input_lib.train_seed(7, 2), input_lib.train_seed(7, 0, stream=1)]
+    assert all(order(train_stream(pattern, other)) != order(first) for other in others)
+    assert input_lib.train_seed(0, 5) is None  # --seed 0: unseeded
+    assert order(train_stream(pattern, None)) != order(train_stream(pattern, None))  # p ~ 1e-15

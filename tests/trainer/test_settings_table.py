@@ -34,6 +34,7 @@ def files_under(path):
     (["--min_crop_area", "1.5"], None, "min_crop_area=1.5 (flag --min_crop_area) must be in (0, 1]"),
     ([], "min_crop_area: 0\n", "min_crop_area=0.0 (--config {d}/hparams.yaml) must be in (0, 1]"),
     (["--shuffle_buffer", "0"], None, "shuffle_buffer=0 (flag --shuffle_buffer) must be >= 1"),
+    (["--seed", "-1"], None, "seed=-1 (flag --seed) must be >= 0"),
     (["--cnn_filters", "0"], None, "cnn_filters=[0] (flag --cnn_filters) must be >= 1"),
     (["--learning_rate", "nan"], None, "learning_rate=nan (flag --learning_rate) is not a finite number"),
     (["--learning_rate", "inf"], None, "learning_rate=inf (flag --learning_rate) is not a finite number"),

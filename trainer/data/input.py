@@ -1,4 +1,4 @@
-"""The input pipeline: make_input_fn(file_pattern, mode) -> input_fn(params) -> tf.data.Dataset.
+"""The input pipeline: make_input_fn(file_pattern, mode, seed=...) -> input_fn(params) -> tf.data.Dataset.
 
     python -m trainer.data.input 'DATA/train-*' train '{"batch_size": 16, "image_size": 64, ...}'
                                                  # print one batch's shapes and labels
@@ -27,7 +27,10 @@ params keys read here (defaults live in trainer/settings/table.py, nowhere else)
                    model_fn transposes them back with tf.transpose(x, [3, 0, 1, 2]).
   use_bfloat16     bool: cast images to bfloat16 (TPU only).
   cache_dataset    bool: cache the serialized records in memory after the first pass.
+The training stream's seed is an argument, not a params key: each engine derives it from
+--seed and the step the stream starts at (train_seed).
 """
+import hashlib
 import json
 import math
 import posixpath
@@ -148,27 +151,57 @@ def finalize_batch(params):
     return finalize
 
 
-def read_train_records(files, params):
-    """This host's serialized records: shuffled file order, parallel reads, shuffled, endless."""
+def train_seed(seed, start_step, stream=0):
+    """The seed of a training stream that starts at start_step, for a run with --seed seed;
+    None for an unseeded run (seed 0): a new random stream each time.
+
+    A stream starts again at every Estimator round (each train call builds a new graph
+    and input) and when a run resumes. Derived from the step, each start draws a new
+    order and new crops, which the same seed gives again, instead of replaying the
+    first round's. stream: another trainer reading at the same time (a
+    parameter-server worker), so that no two read in the same order.
+    """
+    return derive_seed(seed, start_step, stream) if seed else None
+
+
+def derive_seed(*parts):
+    """A seed in [0, 2**62) made from parts: the same parts give the same seed, any other
+    parts an unrelated one (a hash, not a sum: seed 1 at step 1 is not seed 2 at step 0)."""
+    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "big") >> 2
+
+
+def part_seed(seed, *parts):
+    """The seed of one random op of a stream (None stays None: unseeded)."""
+    return None if seed is None else derive_seed(seed, *parts)
+
+
+def read_train_records(files, params, seed=None):
+    """This host's serialized records: shuffled file order, parallel reads, shuffled, endless.
+
+    seed: train_seed's, or None. Seeded, the reads keep their order (deterministic),
+    so the same seed gives the same stream.
+    """
     num_shards, shard_index = input_shard(params)
     dataset = tf.data.Dataset.from_tensor_slices(files)
     shard_files = len(files) >= num_shards
     if shard_files:  # each host reads its own files; shard before shuffling.
         dataset = dataset.shard(num_shards, shard_index)
-    dataset = dataset.shuffle(len(files), reshuffle_each_iteration=True)
+    dataset = dataset.shuffle(len(files), seed=part_seed(seed, shard_index, "files"),
+                              reshuffle_each_iteration=True)
     dataset = dataset.interleave(
-        tf.data.TFRecordDataset, num_parallel_calls=AUTOTUNE, deterministic=False)
+        tf.data.TFRecordDataset, num_parallel_calls=AUTOTUNE, deterministic=seed is not None)
     if not shard_files:
         dataset = dataset.shard(num_shards, shard_index)
     if params["cache_dataset"]:
         dataset = dataset.cache()
     # First shuffle and then repeat, so each epoch is a new permutation and no
     # example repeats before every other one has been seen once.
-    dataset = dataset.shuffle(int(params["shuffle_buffer"]), reshuffle_each_iteration=True)
+    dataset = dataset.shuffle(int(params["shuffle_buffer"]), seed=part_seed(seed, shard_index, "records"),
+                              reshuffle_each_iteration=True)
     return dataset.repeat()
 
 
-def make_train_dataset(files, params, file_pattern=""):
+def make_train_dataset(files, params, file_pattern="", seed=None):
     """Shuffled, repeated, augmented batches of params["batch_size"].
 
     Everything runs per batch, in one parallel map: parse, draw crop windows,
@@ -177,12 +210,17 @@ def make_train_dataset(files, params, file_pattern=""):
     much as decoding a 32x32 JPEG, so a per-image map (and the unbatch and
     re-batch around it) is what bench/bench_input.py measured as the cost.
     drop_remainder=True: the TPU compiles for one static batch shape, and the
-    stream is endless.
+    stream is endless. seed: train_seed's, or None (unseeded).
     """
-    dataset = read_train_records(files, params)
+    dataset = read_train_records(files, params, seed)
     dataset = dataset.batch(int(params["batch_size"]), drop_remainder=True)
+    # Each batch carries its own int64 [2] seed for the stateless random ops of its
+    # augmentation: a parallel map then draws the same crops for the same batch
+    # whichever call runs first. Unseeded, these seeds are random.
+    augment_seeds = tf.data.Dataset.random(seed=part_seed(seed, input_shard(params)[1], "augment"))
+    dataset = tf.data.Dataset.zip((dataset, augment_seeds.batch(2)))
     return dataset.map(_make_train_batch_fn(params, file_pattern), num_parallel_calls=AUTOTUNE,
-                       deterministic=False)
+                       deterministic=seed is not None)
 
 
 def _make_train_batch_fn(params, file_pattern):
@@ -190,7 +228,8 @@ def _make_train_batch_fn(params, file_pattern):
     image_size = int(params["image_size"])
     image_spec = tf.TensorSpec([image_size, image_size, 3], tf.float32)
 
-    def train_batch(records):
+    def train_batch(records, seed):
+        crop_seed, flip_seed = image_ops.stateless_seeds(seed, 2)
         parsed = record_schema.parse_example_batch(records)
         # The schema stores each image's size, so windows need no JPEG header read.
         heights, widths = parsed[record_schema.HEIGHT], parsed[record_schema.WIDTH]
@@ -198,12 +237,13 @@ def _make_train_batch_fn(params, file_pattern):
             tf.minimum(heights, widths),
             message=f"records without {record_schema.HEIGHT}/{record_schema.WIDTH}: rebuild the TFRecords")
         with tf.control_dependencies([check]):
-            windows = image_ops.sample_crop_windows(heights, widths, float(params["min_crop_area"]))
+            windows = image_ops.sample_crop_windows(heights, widths, float(params["min_crop_area"]),
+                                                    crop_seed)
         images = tf.map_fn(
             lambda args: image_ops.decode_crop_and_resize(args[0], args[1], image_size),
             (parsed[record_schema.ENCODED], windows), fn_output_signature=image_spec,
             parallel_iterations=DECODE_PARALLELISM)
-        images = image_ops.flip_and_normalize_batch(images, bool(params["random_flip"]))
+        images = image_ops.flip_and_normalize_batch(images, bool(params["random_flip"]), flip_seed)
         labels = checked_labels(parsed[record_schema.LABEL], params, file_pattern)
         return {"image": images, "weight": tf.ones_like(labels, tf.float32)}, labels
     return train_batch
@@ -303,7 +343,7 @@ def _pad_batch_to(batch, batch_size):
     return {key: pad(value) for key, value in batch_features.items()}, pad(labels)
 
 
-def make_input_fn(file_pattern, mode, num_examples=None):
+def make_input_fn(file_pattern, mode, num_examples=None, seed=None):
     """Returns input_fn(params) -> tf.data.Dataset of (features, labels) for mode.
 
     file_pattern: a glob of TFRecord files (common/record_schema.py schema).
@@ -311,6 +351,8 @@ def make_input_fn(file_pattern, mode, num_examples=None):
       the eval path.
     num_examples: records matching file_pattern (metadata.json's split size);
       EVAL counts the records itself when it is None.
+    seed: TRAIN's stream seed (train_seed), or None for an unseeded stream; EVAL and
+      PREDICT are deterministic without one.
     """
     files = list_files(file_pattern)
     is_training = mode == TRAIN
@@ -320,7 +362,7 @@ def make_input_fn(file_pattern, mode, num_examples=None):
     def input_fn(params):
         validate_params(params)
         if is_training:
-            dataset = make_train_dataset(files, params, file_pattern)
+            dataset = make_train_dataset(files, params, file_pattern, seed)
         else:
             dataset = make_eval_dataset(files, int(num_examples), params, file_pattern)
         if params["use_bfloat16"] or params["transpose_input"]:

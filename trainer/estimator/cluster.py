@@ -28,6 +28,7 @@ import tensorflow as tf
 from trainer.settings import table
 from trainer.data import input as input_lib
 from trainer.estimator import loop
+from trainer.run import checkpoints, driver
 from trainer.cloud.tf_config import (CHIEF_TYPES, TRAINER_TYPES, ClusterError, is_ps_cluster,
                                read_tf_config, task_of)
 
@@ -109,10 +110,15 @@ def wait_for_chief(output_dir, timeout_secs=CHIEF_WAIT_SECS):
         time.sleep(1)
 
 
-def train_worker(params, name="worker"):
-    """On a worker: trains to train_steps with the chief; the chief checkpoints and evaluates."""
+def train_worker(params, index=0, name="worker"):
+    """On worker index: trains to train_steps with the chief; the chief checkpoints and evaluates."""
+    driver.seed_process(params)
     estimator = loop.make_estimator(params)
-    train_input_fn = input_lib.make_input_fn(params["train_data_path"], tf.estimator.ModeKeys.TRAIN)
+    # A seeded worker reads its own order, not the chief's (stream 0) nor another worker's.
+    start_step = checkpoints.latest_checkpoint(params["output_dir"])[1]
+    train_input_fn = input_lib.make_input_fn(
+        params["train_data_path"], tf.estimator.ModeKeys.TRAIN,
+        seed=input_lib.train_seed(params["seed"], start_step, stream=1 + index))
     wait_for_chief(params["output_dir"])
     counter = StepCounterHook()
     estimator.train(train_input_fn, max_steps=params["train_steps"], hooks=[counter])
@@ -128,7 +134,7 @@ def run_trainer(params, tf_config):
         if task_type in CHIEF_TYPES:
             return loop.run(params)
         if params["mode"] in table.TRAIN_MODES:  # train: a separate eval job evaluates
-            train_worker(params, f"{task_type}/{index}")
+            train_worker(params, index, f"{task_type}/{index}")
         return None
     finally:
         signal_done(server, tf_config)

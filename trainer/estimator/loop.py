@@ -16,7 +16,7 @@ from trainer import chain
 from trainer.cloud import tf_config, tpu
 from trainer.data import input as input_lib
 from trainer.estimator import export, model, predict
-from trainer.run import driver, predictions, progress
+from trainer.run import checkpoints, driver, predictions, progress
 
 ModeKeys = tf.estimator.ModeKeys
 
@@ -39,6 +39,8 @@ def make_run_config(params):
         keep_checkpoint_max=params["keep_checkpoint_max"],
         save_summary_steps=params["save_summary_steps"],
         log_step_count_steps=params["log_step_count_steps"],
+        # The graph-level seed of every graph it builds: initial weights and dropout (--seed; 0: none).
+        tf_random_seed=params["seed"] or None,
         # Device filters in a TF_CONFIG ps cluster (trainer/cloud/tf_config.py); None otherwise.
         session_config=tf_config.make_session_config(tf_config.read_tf_config()),
         tpu_config=tpu_config)
@@ -63,7 +65,11 @@ class EstimatorEngine:
         self.eval_dir = self.estimator.eval_dir()  # OUT/eval
 
     def train(self, max_steps):
-        train_input_fn = input_lib.make_input_fn(self.params["train_data_path"], ModeKeys.TRAIN)
+        # Each call reads the input from its start again: a new seeded order per round.
+        start_step = checkpoints.latest_checkpoint(self.params["output_dir"])[1]
+        train_input_fn = input_lib.make_input_fn(
+            self.params["train_data_path"], ModeKeys.TRAIN,
+            seed=input_lib.train_seed(self.params["seed"], start_step))
         self.estimator.train(train_input_fn, max_steps=max_steps,
                              hooks=[progress.make_progress_hook(self.params)])
 

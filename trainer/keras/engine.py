@@ -42,7 +42,8 @@ class KerasEngine:
         """Made once: its shuffle buffer and cache live across rounds."""
         if self._train_iterator is None:
             with self.strategy.scope():
-                self._train_iterator = train_lib.make_train_iterator(self.params, self.strategy)
+                self._train_iterator = train_lib.make_train_iterator(
+                    self.params, self.strategy, start_step=int(self.model.step.numpy()))
         return self._train_iterator
 
     def eval_dataset(self):

@@ -31,10 +31,12 @@ from trainer.run import progress
 _PROGRESS = logging.getLogger("trainer.run.progress")  # the Estimator engine's progress logger
 
 
-def make_train_iterator(params, strategy):
+def make_train_iterator(params, strategy, start_step=0):
     """An iterator over trainer/data/input.py's TRAIN pipeline in global batches of
-    train_batch_size, which the strategy splits across its replicas."""
-    input_fn = input_lib.make_input_fn(params["train_data_path"], input_lib.TRAIN)
+    train_batch_size, which the strategy splits across its replicas; seeded (--seed) by
+    the step it starts at, as the Estimator engine seeds each round's."""
+    input_fn = input_lib.make_input_fn(params["train_data_path"], input_lib.TRAIN,
+                                       seed=input_lib.train_seed(params["seed"], start_step))
     dataset = input_fn(dict(params, batch_size=params["train_batch_size"]))
     return iter(strategy.experimental_distribute_dataset(dataset))
 

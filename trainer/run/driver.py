@@ -66,6 +66,21 @@ def check_checkpoints(params, repair):
             f"first (--mode train_and_eval), or pass the --output_dir of a training run")
 
 
+def seed_process(params):
+    """--seed for both engines, before either builds a layer: Python's, NumPy's and TensorFlow's
+    global seeds (Keras layers draw their initializers' seeds from Python's random, in the
+    Estimator's graphs too) and deterministic kernels. The Estimator engine also gives each
+    graph it builds the seed (RunConfig), and each training stream derives its own
+    (trainer/data/input.py). Unseeded (0), nothing changes."""
+    if not params["seed"]:
+        return
+    tf.keras.utils.set_random_seed(params["seed"])
+    # Ops that may add in a varying order (GPU kernels above all) take a fixed order. On 2 CPU
+    # cores the same seed gave the same weights without it too; it cost about 1% CPU time per
+    # step and nothing in the input pipeline (2026-11-26, docs/migration.md#measured-differences).
+    tf.config.experimental.enable_op_determinism()
+
+
 def run_mode(params, make_engine):
     logging.info("Resolved params:\n%s", json.dumps(params, indent=2, sort_keys=True))
     if params["mode"] != "continuous_eval":  # beside a trainer, params.json is the trainer's
@@ -74,6 +89,7 @@ def run_mode(params, make_engine):
         # Before the engine builds its network: a mismatched source stops here, a Keras weights
         # file is converted to the checkpoint both engines warm start from; a resumed run ignores it.
         warm_start.prepare(params, checkpoints.latest_checkpoint(params["output_dir"])[1])
+    seed_process(params)
     engine = make_engine(params)
     if params["mode"] in table.TRAIN_MODES:
         return rounds.train_and_evaluate(engine, params)

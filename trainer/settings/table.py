@@ -267,6 +267,11 @@ GROUPS = (
           reason="0.9999 (the reference ResNet's) suits long runs; ~0.99 a few hundred steps"),
         S("top_k", signature.DEFAULT_TOP_K, "eval top-k accuracy, k = min(top_k, num_classes - 1)",
           POSITIVE),
+        S("seed", 0, "1 or more: the same run again from the same seed (initial weights, shuffles, "
+          "crops, flips, dropout) on the same machine and TensorFlow; 0 = unseeded, every run differs",
+          NON_NEGATIVE, identity=True,
+          reason="0 leaves each run (and each tuning trial) a new sample; a seed makes one repeatable, "
+          "e.g. to compare the engines"),
     )),
     ("Checkpoints, logging, export", (
         S("save_checkpoints_steps", 250, "steps between checkpoints", POSITIVE,
