@@ -6,11 +6,12 @@ the stand-in's own BatchScheduler (serving/standin/batching.py: batch threads
 merge concurrent requests into one call of the real SavedModel through
 ServedVersion.run_signature, the stand-in's model call). When the batch is done
 the loop writes an answer made once at start-up: the model's answer for one image,
-formatted as the stand-in formats it. Nothing else: no routing, no input checks,
-no float texts per answer, no metrics, no error answers, and one thread for all
-connections instead of a thread each. Any server that answers TF Serving's
-:predict does at least this work per request, so under the same load it cannot
-serve more requests per second than this one (give or take the machine's noise).
+formatted as the stand-in formats it, handed to the loop as the stand-in's are
+(rest_server.AnswersToLoop: one wake-up per batch). Nothing else: no HTTP beyond
+that, no routing, no input checks, no float texts per answer, no metrics, no error
+answers. Any server that answers TF Serving's :predict does at least this work per
+request, so under the same load it cannot serve more requests per second than this
+one (give or take the machine's noise).
 
     .venv/bin/python -m bench.floor_server --port 8601 --model_base_path OUT/export/image_classifier \
         --batching_parameters_file batching.txt
@@ -43,22 +44,9 @@ import numpy as np  # noqa: E402
 
 from common import export_versions, signature  # noqa: E402
 from serving.standin import (batching, config_files, json_writer, rest_routes,  # noqa: E402
-                             served_version)
+                             rest_server, served_version)
 
 READY_LINE = "floor_server: ready"
-
-
-class AnswerWhenDone:
-    """A Task's `done`: the batch thread's release() hands the answer to the event loop,
-    the ready-made one, or a 500 when the batch failed (so a broken measurement shows)."""
-    __slots__ = ("loop", "transport", "answer", "task")
-
-    def __init__(self, loop, transport, answer, task):
-        self.loop, self.transport, self.answer, self.task = loop, transport, answer, task
-
-    def release(self):
-        answer = self.answer if self.task.error is None else error_answer(self.task.error)
-        self.loop.call_soon_threadsafe(self.transport.write, answer)
 
 
 def http_answer(status, body):
@@ -120,6 +108,7 @@ def make_answer(served, jpeg):
 
 async def serve(args):
     loop = asyncio.get_running_loop()
+    answers = rest_server.AnswersToLoop(loop)
     served = load_model(args.model_base_path)
     scheduler = batching.BatchScheduler(
         config_files.read_batching_parameters(args.batching_parameters_file))
@@ -132,8 +121,12 @@ async def serve(args):
     def queue_image(image, transport):
         inputs = np.empty(1, dtype=object)
         inputs[0] = image
-        task = batching.Task({signature.INPUT_IMAGE_BYTES: inputs}, 1)
-        task.done = AnswerWhenDone(loop, transport, answer, task)
+
+        def when_done(task):  # the batch thread: the ready-made answer, or a 500 so a broken
+            data = answer if task.error is None else error_answer(task.error)  # run shows
+            answers.hand_over(transport.write, data)  # one wake-up of the loop per batch
+
+        task = batching.callback_task({signature.INPUT_IMAGE_BYTES: inputs}, when_done)
         scheduler.schedule(signature.SIGNATURE_DEFAULT, run_batch, task)
 
     server = await loop.create_server(lambda: FloorProtocol(queue_image),

@@ -29,12 +29,14 @@ merged into its batch.
 What is done once per batch rather than per request stays off the batch cycle's
 critical path: the callers are woken in a chain (wake_tasks), work on the outputs can
 be shared by the batch's requests (BatchOutputs: the REST answers' texts), and
-BatchScheduler.run's on_outputs lets the batch thread answer a request at once.
+a caller that does not wait (callback_task: the REST event loop's) gets its answer made
+by the batch thread.
 
     .venv/bin/python -m serving.standin.server --model_base_path OUT/export/image_classifier \
         --enable_batching --batching_parameters_file batching.txt
 """
 import collections
+import collections.abc
 import dataclasses
 import itertools
 import logging
@@ -71,8 +73,29 @@ class Task:
     # Set by run(): its caller, once woken, wakes the next such task of its batch (next_done).
     is_waiting_in_run: bool = False
     next_done: object = None
-    # Called by the batch thread with the task's outputs before any caller wakes (None: not).
-    on_outputs: object = None
+
+
+class CallWhenDone:
+    """A Task's `done` for a caller that does not wait (an event loop): the batch thread's
+    release() calls function(task) once task.outputs or task.error is set."""
+    __slots__ = ("function", "task")
+
+    def __init__(self, function):
+        self.function, self.task = function, None
+
+    def release(self):
+        try:
+            self.function(self.task)
+        except Exception:  # noqa: BLE001 - the batch thread must go on to the next task
+            log.exception("answering a batched request from the batch thread failed")
+
+
+def callback_task(inputs, function):
+    """A Task whose completion calls function(task) in the batch thread (CallWhenDone)."""
+    done = CallWhenDone(function)
+    task = Task(inputs, int(next(iter(inputs.values())).shape[0]), done=done)
+    done.task = task
+    return task
 
 
 @dataclasses.dataclass(eq=False)
@@ -130,12 +153,10 @@ class BatchScheduler:
         for thread in self._threads:
             thread.start()
 
-    def run(self, key, run_batch, inputs, on_outputs=None):
-        """The outputs of this request's rows, computed inside a merged batch. on_outputs, if
-        given, is called with them by the batch thread as soon as the batch is done (the REST
-        answer goes out then, not once this thread has woken); its errors are logged."""
-        task = Task(inputs, int(next(iter(inputs.values())).shape[0]), is_waiting_in_run=True,
-                    on_outputs=on_outputs)
+    def run(self, key, run_batch, inputs):
+        """The outputs of this request's rows, computed inside a merged batch (this thread
+        waits for it; callback_task's callers do not)."""
+        task = Task(inputs, int(next(iter(inputs.values())).shape[0]), is_waiting_in_run=True)
         self.schedule(key, run_batch, task)
         task.done.acquire()  # released once outputs or error are set (wake_tasks)
         if task.next_done is not None:
@@ -148,8 +169,8 @@ class BatchScheduler:
         """Queues a Task (or refuses it: InvalidArgument, Unavailable) without waiting for it.
 
         A batch thread calls task.done.release() once task.outputs or task.error is set:
-        run() waits on the held lock a Task starts with; an event-loop front end
-        (bench/floor_server.py) passes an object whose release() wakes its loop instead.
+        run() waits on the held lock a Task starts with; an event loop (rest_server.py,
+        bench/floor_server.py) passes a callback_task, whose release() hands it the answer.
         """
         limit = self.options.max_batch_size
         if task.size > limit:
@@ -240,12 +261,6 @@ class BatchScheduler:
                                       [started - task.enqueued for task in batch.tasks])
         with self._condition:  # before the answers: a caller's next request is not extra
             callers.remove(len(batch.tasks), time.monotonic())
-        for task in batch.tasks:
-            if task.on_outputs is not None and task.error is None:
-                try:
-                    task.on_outputs(task.outputs)
-                except Exception:  # noqa: BLE001 - the caller answers it the usual way
-                    log.exception("answering a batched request from the batch thread failed")
         wake_tasks(batch.tasks)
 
     def merge_inputs(self, batch):
@@ -277,7 +292,7 @@ def wake_tasks(tasks):
     by the one before it: released together, 8 threads woken at once preempt the batch
     thread on a busy 2-core machine while it still holds the GIL, and then queue for the GIL
     one by one anyway (py-spy --gil: a third of the batch thread's GIL time was spent in these
-    releases). Other tasks (an event loop's, bench/floor_server.py) are released at once."""
+    releases). Other tasks (callback_task's, an event loop's) are released at once."""
     waiting = [task for task in tasks if task.is_waiting_in_run]
     for task, following in zip(waiting, waiting[1:]):
         task.next_done = following.done
@@ -327,10 +342,19 @@ class BatchOutputs:
             return self._made[key]
 
 
-class OutputsSlice(dict):
-    """One task's {output name: its rows}, which also knows its batch and row range."""
+class OutputsSlice(collections.abc.Mapping):
+    """One task's {output name: its rows}, which also knows its batch and row range; a row is
+    sliced when it is read (a REST row answer reads none: it slices the batch's texts)."""
     __slots__ = ("batch", "start", "stop")
 
     def __init__(self, batch, start, stop):
-        super().__init__((name, value[start:stop]) for name, value in batch.outputs.items())
         self.batch, self.start, self.stop = batch, start, stop
+
+    def __getitem__(self, name):
+        return self.batch.outputs[name][self.start:self.stop]
+
+    def __iter__(self):
+        return iter(self.batch.outputs)
+
+    def __len__(self):
+        return len(self.batch.outputs)

@@ -147,18 +147,30 @@ def extract_inputs(is_row, payload, tensor_infos):
 def format_predictions(outputs, is_row):
     """The :predict response body: {"predictions": rows} or {"outputs": columns}, each value
     pre-encoded (json_writer.RawJson) with TF Serving's float texts; encode_json writes it."""
+    if is_row:
+        return {"predictions": json_writer.RawJson("[" + ", ".join(row_texts(outputs)) + "]")}
     columns = {name: column_texts(outputs, name) for name in outputs}
-    if not is_row:
-        whole = {name: json_writer.RawJson("[" + ", ".join(texts) + "]")
-                 if np.ndim(outputs[name]) else json_writer.RawJson(texts[0])
-                 for name, texts in columns.items()}
-        return {"outputs": next(iter(whole.values())) if len(whole) == 1 else whole}
+    whole = {name: json_writer.RawJson("[" + ", ".join(texts) + "]")
+             if np.ndim(outputs[name]) else json_writer.RawJson(texts[0])
+             for name, texts in columns.items()}
+    return {"outputs": next(iter(whole.values())) if len(whole) == 1 else whole}
+
+
+def row_texts(outputs):
+    """The JSON text of each instance's predictions; for a batched request (a
+    batching.OutputsSlice) made once for the whole batch and sliced."""
+    batch = getattr(outputs, "batch", None)
+    if batch is None:
+        return make_row_texts(outputs)
+    return batch.once(("rows",), make_row_texts)[outputs.start:outputs.stop]
+
+
+def make_row_texts(outputs):
+    columns = [json_writer.value_texts(name, outputs[name]) for name in outputs]
     if len(columns) == 1:
-        return {"predictions": [json_writer.RawJson(t) for t in next(iter(columns.values()))]}
-    keys = [json_writer.encode_string(name) + ": " for name in columns]
-    rows = zip(*columns.values())  # one tuple of output texts per instance
-    return {"predictions": [json_writer.RawJson("{" + ", ".join(map(str.__add__, keys, row)) + "}")
-                            for row in rows]}
+        return columns[0]
+    keys = [json_writer.encode_string(name) + ": " for name in outputs]
+    return ["{" + ", ".join(map(str.__add__, keys, row)) + "}" for row in zip(*columns)]
 
 
 def column_texts(outputs, name):

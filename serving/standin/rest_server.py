@@ -1,49 +1,51 @@
-"""The stand-in's REST endpoint: a threaded stdlib HTTP server in front of serving/standin/rest_routes.py.
+"""The stand-in's REST endpoint: one asyncio event loop for every connection, in front of serving/standin/rest_routes.py.
 
-One thread per connection; model calls release the GIL, so concurrent requests
-overlap. The whole body is read before the request is routed, as TF Serving reads
-it, so an error answer never leaves unread bytes behind (a client still sending
-would see a reset instead of the answer). Bodies may come with Content-Length or
-chunked; over max_request_bytes they are refused with 413 (Content-Length: before a
-byte is read), then drained, bounded in bytes and time. HTTP/1.1 connections stay
-open; an HTTP/1.0 request gets an HTTP/1.0 answer that says "Connection:
-keep-alive" when it asked for that (as `ab -k` does) and closes otherwise.
+The loop reads and writes every connection (serving/standin/http_wire.py parses
+the bytes). A batched :predict (--enable_batching) is answered without leaving it
+until its batch is done: parsed, checked and queued on the loop, its answer made
+by the batch thread and written by the loop, as bench/floor_server.py does: no
+thread per connection to wake, so the GIL changes hands less. Anything that blocks
+(a model call without batching, :classify, :regress, a large body, status and
+metadata) runs in a worker thread (Workers) and its answer comes back to the loop.
+One request per connection at a time: pipelined requests wait in order.
 
-As under TF Serving's libevent: OPTIONS, HEAD, PUT, DELETE and PATCH reach the REST
-handler (HEAD answered with headers only), TRACE and CONNECT get libevent's 501 HTML
-page, and a request line that does not parse (the bytes after a body shorter than its
-Content-Length, say) libevent's 400 page, the connection then closed. With batching
-a :predict is answered by the batch thread as soon as its batch is done (EarlyWriter).
+As TF Serving reads it, the whole body is read before the request is routed, so an
+error answer never leaves unread bytes behind; over max_request_bytes it is refused
+with 413 (Content-Length: before a byte is read), then drained, bounded in bytes and
+time. HTTP/1.1 connections stay open; an HTTP/1.0 request gets an HTTP/1.0 answer that
+says "Connection: keep-alive" when it asked for that (as `ab -k` does) and closes
+otherwise. As under TF Serving's libevent: OPTIONS, HEAD, PUT, DELETE and PATCH reach
+the REST handler (HEAD answered with headers only), other methods get libevent's 501
+HTML page, and a request line that does not parse (the bytes after a body shorter than
+its Content-Length, say) libevent's 400 page, the connection then closed.
 
     .venv/bin/python -m serving.standin.server --model_base_path OUT/export/image_classifier
 """
-import email.utils
-import functools
-import http.server
+import asyncio
 import logging
-import os
+import queue
 import socket
 import threading
-import time
 
-from serving.standin import errors, metrics as metrics_lib, rest_routes
+from serving.standin import errors, http_wire, metrics as metrics_lib, rest_routes
 
 DEFAULT_MAX_REQUEST_BYTES = 16 * 1024 * 1024  # ~10,000 small JPEGs; a 50 MB body is refused
-SOCKET_TIMEOUT_SECONDS = 60  # an idle or stalled client frees its thread after this
+IDLE_SECONDS = 60  # a connection idle this long between requests is closed
 # After refusing a large body, read and drop up to this much of it (never keeping it) so
 # the client, still sending, sees the 413 instead of a connection reset.
 MAX_DISCARD_BYTES = 128 * 1024 * 1024
 DISCARD_SECONDS = 5
-MAX_CHUNK_LINE_BYTES = 1024  # a chunk-size line: hex digits and optional extensions
-LOG = logging.getLogger()  # the root logger, as BaseHTTPRequestHandler's log lines went there
-# libevent's ERR_FORMAT (http.c), the body of evhttp_send_error's answers.
-LIBEVENT_ERROR_PAGE = ("<HTML><HEAD>\n<TITLE>{code} {reason}</TITLE>\n</HEAD><BODY>\n"
-                       "<H1>{reason}</H1>\n</BODY></HTML>\n")
+# A batched :predict body up to this size is parsed on the loop (~1 ms of JSON at most);
+# a larger one in a worker, so one big request never stalls the other connections.
+LOOP_PREDICT_MAX_BYTES = 256 * 1024
+MAX_WORKERS = 32  # requests blocking at once (model calls without batching overlap)
+PAUSE_READING_BYTES = 1024 * 1024  # pipelined bytes kept while an answer is pending
+STOP_GRACE_SECONDS = 1.0  # requests in flight at stop() get this long to be answered
+LOG = logging.getLogger()  # the root logger, where the threaded server's lines went
 
 
-def handle_request(server, method, path, body, write_early=None):
-    """(HTTP status, JSON-able body) for one request under /v1/ whose body has been read;
-    the body is None when write_early(answer) already answered a batched :predict.
+def handle_request(server, method, path, body):
+    """(HTTP status, JSON-able body) for one request under /v1/ whose body has been read.
 
     Each one is counted in request_count by its model name ("" when the URL names none) and
     status, GETs and malformed URLs included, and an OK one's latency is recorded under its
@@ -54,10 +56,10 @@ def handle_request(server, method, path, body, write_early=None):
         record.model_name = route.model_name
         if route.action in rest_routes.POST_ACTIONS:
             record.api = route.action
-        return 200, answer(server.core, route, body, write_early)
+        return 200, answer(server.core, route, body)
 
 
-def answer(core, route, body, write_early=None):
+def answer(core, route, body):
     """The JSON-able answer to a routed request."""
     if route.action == "status":  # labels are ignored, as TF Serving ignores them here
         return rest_routes.format_status(core.get_status(route.model_name, route.version))
@@ -66,337 +68,335 @@ def answer(core, route, body, write_early=None):
         return rest_routes.format_metadata(served.model_name, served.version,
                                            served.signature_defs)
     if route.action == "predict":
-        return predict(core, route, body, write_early)
+        signature_name, is_row, payload = rest_routes.parse_predict_body(body)
+        served = core.get(route.model_name, route.version, route.label)
+        name, signature_def = served.resolve_signature(signature_name)
+        inputs = rest_routes.extract_inputs(is_row, payload, signature_def.inputs)
+        return rest_routes.format_predictions(served.predict(name, inputs), is_row)
     return rest_routes.classify_or_regress(core, route, body)
 
 
-def predict(core, route, body, write_early=None):
-    """The :predict answer: JSON parsed first, then the model resolved, as TF Serving does.
-    With batching and write_early, the batch thread formats and writes the answer as soon as
-    the batch is done (None is returned then): the clients of a batch get their answers
-    together, not one by one as their threads wake, so the next batch's requests come sooner."""
-    signature_name, is_row, payload = rest_routes.parse_predict_body(body)
-    served = core.get(route.model_name, route.version, route.label)
-    name, signature_def = served.resolve_signature(signature_name)
-    inputs = rest_routes.extract_inputs(is_row, payload, signature_def.inputs)
-    if write_early is None or served.scheduler is None:
-        return rest_routes.format_predictions(served.predict(name, inputs), is_row)
-    outputs = served.predict(name, inputs, on_outputs=lambda rows: write_early(
-        rest_routes.format_predictions(rows, is_row)))
-    return None if write_early.is_done() else rest_routes.format_predictions(outputs, is_row)
+def predict_on_loop(server, route, body, when_answered):
+    """A batched :predict without waiting: parsed (JSON first, then the model resolved, as
+    TF Serving does), checked and queued; the batch thread calls when_answered(status,
+    JSON-able answer) when the batch is done. Errors before the queue are raised here."""
+    record = metrics_lib.track(server.metrics, route.model_name, "predict", "REST").__enter__()
+    try:
+        signature_name, is_row, payload = rest_routes.parse_predict_body(body)
+        served = server.core.get(route.model_name, route.version, route.label)
+        name, signature_def = served.resolve_signature(signature_name)
+        inputs = rest_routes.extract_inputs(is_row, payload, signature_def.inputs)
+    except BaseException as e:
+        record.__exit__(type(e), e, None)
+        raise
 
-
-class RestHandler(http.server.BaseHTTPRequestHandler):
-    """Maps HTTP onto handle_request; every error becomes TF Serving's {"error": ...}."""
-    protocol_version = "HTTP/1.1"
-    server_version = "tf-serving-standin"
-    timeout = SOCKET_TIMEOUT_SECONDS
-
-    def setup(self):
-        super().setup()
-        # Headers and body go out in two writes; without NODELAY, Nagle's algorithm holds
-        # the body until the client's delayed ACK (~40 ms per request on Linux).
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def parse_request(self):
-        """The stdlib's parse_request, with a plain header reader for well-formed HTTP/1.x
-        requests: the stdlib's email-package parser costs ~30 us per request, a tenth of what
-        a batched prediction costs the server. Anything unusual takes the stdlib's path."""
-        words = self.raw_requestline.decode("iso-8859-1").rstrip("\r\n").split(" ")
-        if len(words) != 3 or words[2] not in ("HTTP/1.0", "HTTP/1.1"):
-            return super().parse_request()
-        self.command, self.path, self.request_version = words
-        self.requestline = " ".join(words)
-        try:
-            self.headers = read_headers(self.rfile)
-        except ValueError as e:
-            self.close_connection = True
-            self.send_error(400, f"Bad request headers: {e}")
-            return False
-        connection = self.headers.get("Connection", "").lower()
-        self.close_connection = (connection == "close" if self.request_version == "HTTP/1.1"
-                                 else connection != "keep-alive")
-        if (self.headers.get("Expect", "").lower() == "100-continue"
-                and self.request_version == "HTTP/1.1"):
-            return self.handle_expect_100()
-        return True
-
-    def do_GET(self):
-        self.respond_to("GET")
-
-    def do_POST(self):
-        self.respond_to("POST")
-
-    def do_PUT(self):  # the rest get TF Serving's JSON 400, not the stdlib's HTML 501
-        self.respond_to("PUT")
-
-    def do_DELETE(self):
-        self.respond_to("DELETE")
-
-    def do_PATCH(self):
-        self.respond_to("PATCH")
-
-    def do_OPTIONS(self):  # TF Serving's libevent lets OPTIONS and HEAD through to the handler
-        self.respond_to("OPTIONS")
-
-    def do_HEAD(self):
-        self.respond_to("HEAD")
-
-    def respond_to(self, method):
-        self.unread_body_bytes = 0
-        self.early_rest = None  # bytes of an early answer the batch thread could not send
-        try:
-            body = self.read_body()
-            if self.is_metrics_request():
-                return self.send_body(200, self.server.metrics.render().encode(), "text/plain")
-            status, answer = self.dispatch(method, body)
-        except errors.ServingError as e:
-            status, answer = e.http_status, {"error": e.message}
-        except RecursionError:  # JSON deep enough to exhaust Python's stack in conversion
-            status, answer = 400, {"error": "JSON Parse error: nested too deeply"}
-        except Exception as e:  # the request boundary: log it, answer 500, keep serving
-            logging.exception("REST %s %s failed", method, self.path)
-            status, answer = 500, {"error": f"Internal error: {type(e).__name__}: {e}"}
-        if self.early_rest is not None:  # answered by the batch thread (write_early)
-            if self.early_rest:
-                self.connection.sendall(self.early_rest)
-        elif method == "HEAD":  # libevent answers HEAD with the handler's headers, no body
-            self.send_head(status, "application/json")
+    def when_done(outputs, error):  # the batch thread
+        record.__exit__(type(error) if error else None, error, None)
+        if error is not None:
+            when_answered(error.http_status, {"error": error.message})
         else:
-            self.send_body(status, rest_routes.encode_json(answer), "application/json")
-        if self.unread_body_bytes:
-            self.discard_body(self.unread_body_bytes)
+            when_answered(200, rest_routes.format_predictions(outputs, is_row))
 
-    def dispatch(self, method, body):
-        """TF Serving's API under /v1/ (any case); other paths are not found."""
-        if not rest_routes.is_api_path(self.path):
-            raise errors.NotFound(f"Not found: {method} {rest_routes.url_path(self.path)} "
-                                  "(TF Serving serves /v1/... only)")
-        return handle_request(self.server, method, self.path, body, EarlyWriter(self))
+    try:
+        served.predict_later(name, inputs, when_done)
+    except BaseException as e:
+        record.__exit__(type(e), e, None)
+        raise
 
-    def is_metrics_request(self):
-        path = self.server.prometheus_path
-        return path is not None and rest_routes.url_path(self.path) == path
 
-    def handle_expect_100(self):
-        """Refuses a too-large body before the client sends it (curl sends Expect: 100-continue)."""
-        length = self.headers.get("Content-Length", "")
-        limit = self.server.max_request_bytes
-        if length.strip().isdigit() and int(length) > limit:
-            self.close_connection = True
-            error = too_large(int(length), limit)
-            self.send_body(413, rest_routes.encode_json({"error": error.message}),
-                           "application/json")
-            return False
-        return super().handle_expect_100()
+def error_answer(error, method, target):
+    """(HTTP status, TF Serving's {"error": ...}) for an exception a request raised; call it
+    in the except block (an unexpected one is logged with its traceback)."""
+    if isinstance(error, errors.ServingError):
+        return error.http_status, {"error": error.message}
+    if isinstance(error, RecursionError):  # JSON deep enough to exhaust Python's stack
+        return 400, {"error": "JSON Parse error: nested too deeply"}
+    LOG.error("REST %s %s failed", method, target, exc_info=error)
+    return 500, {"error": f"Internal error: {type(error).__name__}: {error}"}
 
-    def read_body(self):
-        """The request body: Content-Length bytes, the chunks of a chunked body, or b""."""
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            return self.read_chunked_body()
-        length = self.headers.get("Content-Length")
-        if length is None:
-            return b""  # RFC 9112: no length and not chunked means no body
-        if not length.strip().isdigit():
-            self.close_connection = True  # where the next request starts is unknown
-            raise errors.InvalidArgument(f"Content-Length must be a number, got {length!r}")
-        limit = self.server.max_request_bytes
-        if int(length) > limit:
-            self.close_connection = True  # the unread body must not be parsed as a request
-            self.unread_body_bytes = int(length)
-            raise too_large(int(length), limit)
-        return self.rfile.read(int(length))
 
-    def read_chunked_body(self):
-        """A chunked body (RFC 9112 section 7.1), refused with 413 once it outgrows the limit."""
-        chunks, total, limit = [], 0, self.server.max_request_bytes
-        while True:
-            size = self.read_chunk_size()
-            if size == 0:
-                break
-            total += size
-            if total > limit:
-                self.close_connection = True
-                self.unread_body_bytes = MAX_DISCARD_BYTES  # the rest's length is unknown
-                raise too_large(f"at least {total}", limit)
-            chunk = self.rfile.read(size)
-            if len(chunk) < size or self.rfile.readline(3).strip():
-                raise self.malformed_chunks("a chunk is shorter than its size line says")
-            chunks.append(chunk)
-        while self.rfile.readline(65537).strip():  # trailer fields: read and ignored
-            pass
-        return b"".join(chunks)
+def answer_bytes(head, status, body, content_type="application/json", close=False):
+    """The whole answer to a request: head (in the request's HTTP version) and body; a HEAD
+    request gets the head alone, without Content-Length, as libevent writes it."""
+    close = close or head.close_after
+    connection = "close" if close else ("keep-alive" if head.version == "HTTP/1.0" else None)
+    if head.method == "HEAD":
+        return http_wire.answer_head(head.version, status, content_type, None, connection)
+    return http_wire.answer_head(head.version, status, content_type, len(body), connection) + body
 
-    def read_chunk_size(self):
-        line = self.rfile.readline(MAX_CHUNK_LINE_BYTES + 1)
+
+def json_answer(head, status, answer, close=False):
+    return answer_bytes(head, status, rest_routes.encode_json(answer), close=close)
+
+
+class RestConnection(asyncio.Protocol):
+    """One client connection: requests parsed as bytes arrive, answered one at a time."""
+
+    def __init__(self, server):
+        self.server = server
+        self.loop = server.loop
+        self.reader = http_wire.RequestReader(server.max_request_bytes)
+        self.transport = None
+        self.pending = None  # the head of the request being answered
+        self.is_closing = self.is_processing = False
+        self.is_reading_paused = self.is_writing_paused = False
+        self.discard_left = 0
+        self.last_active = self.loop.time()
+
+    def connection_made(self, transport):
+        self.transport = transport
+        self.server.connections.add(self)
+        self.loop.call_later(IDLE_SECONDS, self.close_if_idle)
+
+    def connection_lost(self, exc):
+        self.is_closing = True
+        self.server.connections.discard(self)
+
+    def data_received(self, data):
+        self.last_active = self.loop.time()
+        if self.discard_left:
+            self.discard(len(data))
+        elif not self.is_closing:
+            self.reader.feed(data)
+            if self.pending is None:
+                self.process()
+            elif len(self.reader.buffer) > PAUSE_READING_BYTES:
+                self.transport.pause_reading()
+                self.is_reading_paused = True
+
+    def pause_writing(self):  # the client does not read its answers: stop taking requests
+        self.is_writing_paused = True
+
+    def resume_writing(self):
+        self.is_writing_paused = False
+        self.process()
+
+    def process(self):
+        """Answers the buffered requests in order while none is pending."""
+        self.is_processing = True
         try:
-            return int(line.split(b";", 1)[0].strip(), 16)
-        except ValueError:
-            raise self.malformed_chunks(f"bad chunk-size line {line[:40]!r}") from None
-
-    def malformed_chunks(self, why):
-        self.close_connection = True
-        return errors.InvalidArgument(f"Malformed chunked request body: {why}")
-
-    def discard_body(self, length):
-        """Reads and drops a refused body in chunks, bounded in bytes and time."""
-        self.wfile.flush()
-        self.connection.settimeout(DISCARD_SECONDS)
-        remaining = min(length, MAX_DISCARD_BYTES)
-        try:
-            while remaining > 0:
-                chunk = self.rfile.read1(min(remaining, 1 << 16))
-                if not chunk:
+            while self.pending is None and not self.is_closing and not self.is_writing_paused:
+                event = self.reader.next_event()
+                if event is None:
                     break
-                remaining -= len(chunk)
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:  # timeout or reset: the client gave up, nothing left to do
-            pass
+                if isinstance(event, http_wire.ContinueRequested):
+                    self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                elif isinstance(event, http_wire.Refused):
+                    self.refuse(event)
+                else:
+                    self.pending = event.head
+                    self.respond(event)
+        finally:
+            self.is_processing = False
+        if self.is_reading_paused and self.pending is None and not self.is_closing:
+            self.is_reading_paused = False
+            self.transport.resume_reading()
 
-    def send_response_only(self, code, message=None):
-        """The status line in the request's HTTP version: an HTTP/1.0 client gets HTTP/1.0
-        (TF Serving's libevent does the same; some 1.0 clients insist)."""
-        version = "HTTP/1.0" if self.request_version == "HTTP/1.0" else self.protocol_version
-        message = message if message is not None else self.responses.get(code, ("",))[0]
-        if not hasattr(self, "_headers_buffer"):
-            self._headers_buffer = []
-        self._headers_buffer.append(f"{version} {code} {message}\r\n".encode("latin-1", "strict"))
+    def respond(self, request):
+        """Answers on the loop what cannot block; the rest goes to a worker thread."""
+        head, server = request.head, self.server
+        path = rest_routes.url_path(head.target)
+        if server.prometheus_path is not None and path == server.prometheus_path:
+            return self.finish(answer_bytes(head, 200, server.metrics.render().encode(),
+                                            "text/plain"))
+        if not rest_routes.is_api_path(head.target):
+            error = errors.NotFound(f"Not found: {head.method} {path} "
+                                    "(TF Serving serves /v1/... only)")
+            return self.finish(json_answer(head, 404, {"error": error.message}))
+        route = self.loop_predict_route(head, request.body)
+        if route is None:
+            return server.workers.submit(self.answer_in_worker, request)
+        try:
+            predict_on_loop(server, route, request.body, self.answer_from_batch)
+        except Exception as e:  # noqa: BLE001 - the request boundary: answer, keep serving
+            self.finish(json_answer(head, *error_answer(e, head.method, head.target)))
 
-    def send_body(self, status, data, content_type):
-        """Status line, headers and body in one write (one system call, one TCP segment):
-        the headers send_response and send_header would write, built as one string."""
-        head = self.response_head(status, content_type, f"Content-Length: {len(data)}\r\n")
-        self.write_all(head + data)
+    def loop_predict_route(self, head, body):
+        """The Route of a :predict to answer on the loop (batching, a small body), else None."""
+        if (not self.server.is_batching or head.method != "POST"
+                or len(body) > LOOP_PREDICT_MAX_BYTES):
+            return None
+        try:
+            route = rest_routes.route("POST", head.target)
+        except errors.ServingError:
+            return None  # the worker answers it, counted as TF Serving counts it
+        return route if route.action == "predict" else None
 
-    def send_head(self, status, content_type):
-        """A HEAD answer: the headers without a body, and without Content-Length, as
-        libevent writes them (evhttp_response_needs_body is false for HEAD)."""
-        self.write_all(self.response_head(status, content_type, ""))
+    def answer_from_batch(self, status, answer):
+        """when_answered of a batched :predict: the answer made here, in the batch thread."""
+        self.server.answers.hand_over(self.finish, json_answer(self.pending, status, answer))
 
-    def response_head(self, status, content_type, length_line):
+    def answer_in_worker(self, request):
+        """A worker thread's job: the whole answer, handed back to the loop."""
+        head = request.head
+        try:
+            status, answer = handle_request(self.server, head.method, head.target, request.body)
+        except Exception as e:  # noqa: BLE001 - the request boundary: answer, keep serving
+            status, answer = error_answer(e, head.method, head.target)
+        self.server.answers.hand_over(self.finish, json_answer(head, status, answer))
+
+    def finish(self, data):
+        """Writes the pending request's answer (on the loop), then goes on to the next."""
+        head, self.pending = self.pending, None
+        if self.is_closing:
+            return
         if LOG.isEnabledFor(logging.DEBUG):
-            self.log_request(status)
-        version = "HTTP/1.0" if self.request_version == "HTTP/1.0" else self.protocol_version
-        if self.close_connection:
-            connection = "Connection: close\r\n"
-        elif self.request_version == "HTTP/1.0":  # it asked for keep-alive: say it is kept
-            connection = "Connection: keep-alive\r\n"
+            LOG.debug("REST %s %s %s: %s", head.method, head.target, head.version,
+                      data[:data.find(b"\r\n")].decode("latin-1"))
+        self.transport.write(data)
+        if head.close_after:
+            self.close()
+        elif not self.is_processing:
+            self.process()
+
+    def refuse(self, event):
+        """An answer before routing (413, a malformed body or head); then the connection
+        closes, after reading and dropping the refused body's bytes if it has some."""
+        head = event.head or http_wire.RequestHead("GET", "", "HTTP/1.1", {}, True)
+        if event.error is None:  # libevent's own page: the request never reached the handler
+            data = answer_bytes(head, event.status, http_wire.libevent_error_page(event.status),
+                                "text/html", close=True)
         else:
-            connection = ""
-        return (f"{version} {status} {self.responses.get(status, ('',))[0]}\r\n"
-                f"Server: {self.version_string()}\r\nDate: {http_date()}\r\n"
-                f"Content-Type: {content_type}\r\n{length_line}{connection}\r\n"
-                ).encode("latin-1")
+            data = json_answer(head, event.status, {"error": event.error.message}, close=True)
+        self.transport.write(data)
+        if event.unread == 0:
+            return self.close()
+        unread = MAX_DISCARD_BYTES if event.unread < 0 else min(event.unread, MAX_DISCARD_BYTES)
+        self.discard_left = max(1, unread - len(self.reader.buffer))
+        self.reader.buffer.clear()
+        self.loop.call_later(DISCARD_SECONDS, self.close)
 
-    def send_error(self, code, message=None, explain=None):
-        """libevent's own error page (evhttp_send_error), which TF Serving's HTTP server sends
-        for a request line it cannot parse (400) or a method it does not allow (TRACE,
-        CONNECT: 501): HTML naming only the status, and the connection closed. Bytes after a
-        body shorter than its Content-Length says arrive here as the next request line."""
-        self.close_connection = True
-        reason = self.responses.get(code, ("",))[0]
-        LOG.debug("REST %s: %d %s", message or "", code, reason)
-        self.send_body(code, LIBEVENT_ERROR_PAGE.format(code=code, reason=reason).encode(),
-                       "text/html")
+    def discard(self, count):
+        self.discard_left = max(0, self.discard_left - count)
+        if not self.discard_left:
+            self.close()
 
-    def write_all(self, data):
-        """sendall without its poll() first (a socket with a timeout polls before each send):
-        one system call, one release of the GIL, for an answer the send buffer takes whole;
-        the rest, if any, goes out with sendall and the timeout."""
-        try:
-            sent = os.write(self.connection.fileno(), data)
-        except BlockingIOError:
-            sent = 0
-        if sent < len(data):
-            self.connection.sendall(memoryview(data)[sent:])
+    def close(self):
+        if not self.is_closing:
+            self.is_closing = True
+            self.transport.close()  # after what is buffered has been written
 
-    def log_message(self, format, *args):  # noqa: A002 - the stdlib's signature
-        LOG.debug("REST %s " + format, self.address_string(), *args)
+    def close_if_idle(self):
+        if self.is_closing:
+            return
+        idle = self.loop.time() - self.last_active
+        if self.pending is None and idle >= IDLE_SECONDS:
+            return self.close()
+        self.loop.call_later(max(1.0, IDLE_SECONDS - idle), self.close_if_idle)
 
 
-class EarlyWriter:
-    """write_early for one request: called by the batch thread with the 200 answer, it writes
-    what the socket takes at once (the socket never blocks that thread: it has a timeout, so
-    it is non-blocking underneath) and leaves the rest, if any, to the request's thread."""
-    __slots__ = ("handler",)
+class AnswersToLoop:
+    """Answers made in other threads, handed to the loop with one wake-up for all that are
+    ready: a batch's 8 answers wake the loop once, not 8 times (each wake-up is a write to
+    its self-pipe and a turn of the GIL)."""
 
-    def __init__(self, handler):
-        self.handler = handler
+    def __init__(self, loop):
+        self.loop = loop
+        self._lock = threading.Lock()
+        self._ready = []
 
-    def __call__(self, answer):
-        handler = self.handler
-        body = rest_routes.encode_json(answer)
-        data = handler.response_head(200, "application/json", f"Content-Length: {len(body)}\r\n")
-        data += body
-        try:
-            sent = os.write(handler.connection.fileno(), data)
-        except BlockingIOError:
-            sent = 0
-        except OSError:  # the client is gone; its thread finds out at its next read
-            sent = len(data)
-        handler.early_rest = data[sent:]
+    def hand_over(self, finish, data):
+        """finish(data) on the loop, soon (any thread)."""
+        with self._lock:
+            self._ready.append((finish, data))
+            is_first = len(self._ready) == 1
+        if is_first:
+            self.loop.call_soon_threadsafe(self._deliver)
 
-    def is_done(self):
-        return self.handler.early_rest is not None
-
-
-class Headers(dict):
-    """Request headers by lower-case name; get() takes any case, like email.message.Message."""
-
-    def get(self, name, default=None):
-        return super().get(name.lower(), default)
-
-    def __getitem__(self, name):
-        return self.get(name)
+    def _deliver(self):
+        with self._lock:
+            ready, self._ready = self._ready, []
+        for finish, data in ready:
+            finish(data)
 
 
-def read_headers(rfile, max_headers=100):
-    """Header lines up to the blank line; repeated names joined with ", " (RFC 9110 5.3)."""
-    headers = Headers()
-    for _ in range(max_headers + 1):
-        line = rfile.readline(65537)
-        if line in (b"\r\n", b"\n", b""):
-            return headers
-        if len(line) > 65536 or line[:1] in (b" ", b"\t"):
-            raise ValueError("header line too long or folded")
-        name, colon, value = line.decode("iso-8859-1").partition(":")
-        if not colon or not name.strip():
-            raise ValueError(f"not a header line: {line[:40]!r}")
-        key, value = name.strip().lower(), value.strip()
-        dict.__setitem__(headers, key, f"{headers[key]}, {value}" if key in headers else value)
-    raise ValueError(f"more than {max_headers} header lines")
+class Workers:
+    """Daemon threads for the requests that block, started as needed up to max_workers and
+    then reused (daemon: a request stuck in a model call never holds up the process's exit)."""
+
+    def __init__(self, max_workers):
+        self.max_workers = max_workers
+        self._jobs = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._count = self._idle = 0
+
+    def submit(self, function, *args):
+        with self._lock:
+            is_new = self._jobs.qsize() >= self._idle and self._count < self.max_workers
+            if is_new:
+                self._count += 1
+        self._jobs.put((function, args))
+        if is_new:
+            threading.Thread(target=self._work, name=f"rest-worker-{self._count}",
+                             daemon=True).start()
+
+    def _work(self):
+        while True:
+            with self._lock:
+                self._idle += 1
+            job = self._jobs.get()
+            with self._lock:
+                self._idle -= 1
+            if job is None:
+                return
+            function, args = job
+            function(*args)  # the jobs answer their own errors
+
+    def stop(self):
+        for _ in range(self._count):
+            self._jobs.put(None)
 
 
-def http_date():
-    """The Date header's text (RFC 9110), formatted once per second."""
-    return http_date_of(int(time.time()))
+class RestServer:
+    """The listening socket and the event-loop thread; server_port, shutdown() and
+    server_close() as the stdlib's servers have them."""
 
-
-@functools.lru_cache(maxsize=1)
-def http_date_of(second):
-    return email.utils.formatdate(second, usegmt=True)
-
-
-def too_large(length, limit):
-    return errors.PayloadTooLarge(f"Request body of {length} bytes exceeds the limit of "
-                                  f"{limit} bytes (--max_request_bytes)")
-
-
-class RestServer(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128  # concurrent clients connecting at once are queued, not refused
-
-    def __init__(self, address, core, max_request_bytes, metrics=None, prometheus_path=None):
-        super().__init__(address, RestHandler)
+    def __init__(self, sock, core, max_request_bytes, metrics=None, prometheus_path=None):
         self.core, self.metrics = core, metrics
+        self.is_batching = core.scheduler is not None
         self.max_request_bytes = max_request_bytes
         self.prometheus_path = prometheus_path  # None: no metrics page (monitoring is off)
+        self.workers = Workers(MAX_WORKERS)
+        self.connections = set()
+        self.server_address = sock.getsockname()[:2]
+        self.server_port = self.server_address[1]
+        self.loop = asyncio.new_event_loop()
+        self.answers = AnswersToLoop(self.loop)
+        self._server = self.loop.run_until_complete(
+            self.loop.create_server(lambda: RestConnection(self), sock=sock))
+        self._thread = threading.Thread(target=self.loop.run_forever, name="rest-server",
+                                        daemon=True)
+        self._thread.start()
+
+    def shutdown(self):
+        """Stops accepting; requests in flight get STOP_GRACE_SECONDS to be answered."""
+        if self._thread.is_alive():
+            asyncio.run_coroutine_threadsafe(self._stop(), self.loop)
+            self._thread.join(STOP_GRACE_SECONDS + 5)
+
+    async def _stop(self):
+        self._server.close()
+        deadline = self.loop.time() + STOP_GRACE_SECONDS
+        while (any(c.pending is not None for c in self.connections)
+               and self.loop.time() < deadline):
+            await asyncio.sleep(0.01)
+        for connection in list(self.connections):
+            connection.transport.abort()
+        self.loop.stop()
+
+    def server_close(self):
+        self.workers.stop()
+        if not self._thread.is_alive():
+            self.loop.close()
 
 
 def start_rest_server(core, host, port, max_request_bytes=DEFAULT_MAX_REQUEST_BYTES,
                       metrics=None, prometheus_path=None):
-    """Starts serving in a daemon thread; port 0 picks a free port (see server.server_port)."""
-    server = RestServer((host, port), core, max_request_bytes, metrics, prometheus_path)
-    thread = threading.Thread(target=server.serve_forever, name="rest-server", daemon=True)
-    thread.start()
-    return server
+    """Starts serving in a daemon thread; port 0 picks a free port (see server.server_port).
+    OSError when the port cannot be bound."""
+    sock = socket.create_server((host, port), backlog=128)  # SO_REUSEADDR, as HTTPServer
+    try:
+        return RestServer(sock, core, max_request_bytes, metrics, prometheus_path)
+    except BaseException:
+        sock.close()
+        raise

@@ -19,7 +19,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from common import predict_protos, signature, warmup
 
-from serving.standin import errors, metrics
+from serving.standin import batching, errors, metrics
 from serving.standin.signature_inputs import (check_batch_sizes, check_input_names, convert_inputs,
                                              parse_input_specs)
 
@@ -109,26 +109,44 @@ class ServedVersion:
                 f'Serving signature name: "{name}" not found in signature def')
         return name, self.signature_defs[name]
 
-    def predict(self, signature_name, inputs, api="Predict", on_outputs=None):
+    def predict(self, signature_name, inputs, api="Predict"):
         """Runs a signature on {input name: array-like}; returns {output name: numpy array}.
 
         api ("Predict", "Classify", "Regress") labels the model call's runtime_latency. With
-        batching, on_outputs(outputs) is called by the batch thread the moment the batch is
-        done (BatchScheduler.run); without, it is not called.
+        batching it waits for its merged batch (predict_later does not wait).
         """
-        name, signature_def = self.resolve_signature(signature_name)
-        check_input_names(signature_def, inputs)
-        arrays = convert_inputs(name, self.input_specs[name], inputs)
+        name, arrays = self.checked_inputs(signature_name, inputs)
         start = time.perf_counter()
         if self.scheduler is None:
             outputs = self.run_signature(name, arrays)
         else:
             check_batch_sizes(arrays)
             outputs = self.scheduler.run((self.model_name, self.version, name),
-                                         lambda merged: self.run_signature(name, merged), arrays,
-                                         on_outputs)
+                                         lambda merged: self.run_signature(name, merged), arrays)
         metrics.PROCESS.record_runtime(self.model_name, api, time.perf_counter() - start)
         return outputs
+
+    def predict_later(self, signature_name, inputs, when_done):
+        """predict() for an event loop, with batching: the request is checked and queued, and
+        this returns at once; the batch thread calls when_done(outputs, error) when its batch
+        is done (outputs None when error is set). Check errors are raised here, as predict's."""
+        name, arrays = self.checked_inputs(signature_name, inputs)
+        check_batch_sizes(arrays)
+        start, model_name = time.perf_counter(), self.model_name
+
+        def on_done(task):
+            metrics.PROCESS.record_runtime(model_name, "Predict", time.perf_counter() - start)
+            when_done(task.outputs, task.error)
+
+        task = batching.callback_task(arrays, on_done)
+        self.scheduler.schedule((self.model_name, self.version, name),
+                                lambda merged: self.run_signature(name, merged), task)
+
+    def checked_inputs(self, signature_name, inputs):
+        """(signature name, {input name: numpy array}) of a request, by TF Serving's checks."""
+        name, signature_def = self.resolve_signature(signature_name)
+        check_input_names(signature_def, inputs)
+        return name, convert_inputs(name, self.input_specs[name], inputs)
 
     def run_signature(self, name, arrays):
         """One model call on validated arrays (convert_inputs'): {output name: numpy array}."""
