@@ -50,7 +50,7 @@ if __name__ == "__main__":  # --help and flag mistakes answer before TensorFlow 
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from bench import bench_serving, floor_server, loadgen, raw_clients  # noqa: E402
+from bench import bench_serving, floor_server, loadgen, raw_clients, serving_steps  # noqa: E402
 from common import signature  # noqa: E402
 from serving.rest_client import make_rest_predict_body  # noqa: E402
 
@@ -202,7 +202,9 @@ def main(argv=None):
             for process, _, _ in servers.values():
                 process.terminate()
                 process.wait(30)
+        steps = serving_steps.measure(base, model_name, jpegs[0], args.rounds)  # servers gone
     print_table(figures)
+    serving_steps.print_table(steps)
 
 
 if __name__ == "__main__":

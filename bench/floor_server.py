@@ -106,6 +106,23 @@ def make_answer(served, jpeg):
         rest_routes.format_predictions(outputs, is_row=True)))
 
 
+def image_queuer(answers, scheduler, run_batch, answer):
+    """queue_image(image, transport) for FloorProtocol: the image queued as a batch-1 task;
+    when its batch is done the batch thread hands the ready-made answer (or a 500, so a
+    broken measurement shows) to the loop, which writes it."""
+    def queue_image(image, transport):
+        inputs = np.empty(1, dtype=object)
+        inputs[0] = image
+
+        def when_done(task):
+            data = answer if task.error is None else error_answer(task.error)
+            answers.hand_over(transport.write, data)
+
+        task = batching.callback_task({signature.INPUT_IMAGE_BYTES: inputs}, when_done)
+        scheduler.schedule(signature.SIGNATURE_DEFAULT, run_batch, task)
+    return queue_image
+
+
 async def serve(args):
     loop = asyncio.get_running_loop()
     answers = rest_server.AnswersToLoop(loop)
@@ -118,17 +135,7 @@ async def serve(args):
     def run_batch(merged):
         return served.run_signature(signature.SIGNATURE_DEFAULT, merged)
 
-    def queue_image(image, transport):
-        inputs = np.empty(1, dtype=object)
-        inputs[0] = image
-
-        def when_done(task):  # the batch thread: the ready-made answer, or a 500 so a broken
-            data = answer if task.error is None else error_answer(task.error)  # run shows
-            answers.hand_over(transport.write, data)  # one wake-up of the loop per batch
-
-        task = batching.callback_task({signature.INPUT_IMAGE_BYTES: inputs}, when_done)
-        scheduler.schedule(signature.SIGNATURE_DEFAULT, run_batch, task)
-
+    queue_image = image_queuer(answers, scheduler, run_batch, answer)
     server = await loop.create_server(lambda: FloorProtocol(queue_image),
                                       "127.0.0.1", args.port, backlog=128)
     print(READY_LINE, flush=True)
