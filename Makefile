@@ -25,13 +25,18 @@ venv: $(VENV)/.installed
 
 venv-keras: $(VENV_KERAS)/.installed
 
+# Two pytest-xdist workers, one test file each at a time (--dist loadfile: a module's fixtures
+# are set up once): the suite is mostly one core's work, and CI has two (docs/development.md).
+# `make test PYTEST_WORKERS=` runs it in one process.
+PYTEST_WORKERS ?= -n 2 --dist loadfile
+
 test: $(VENV)/.installed
-	$(PY) -m pytest
+	$(PY) -m pytest $(PYTEST_WORKERS)
 
 # The tests that run without tensorflow-estimator (tests/keras_env.txt); a test among
 # them that needs the Estimator is skipped there, saying why (tests/conftest.py).
 test-keras: $(VENV_KERAS)/.installed
-	$(PY_KERAS) -m pytest $$(grep -v '^#' tests/keras_env.txt)
+	$(PY_KERAS) -m pytest $(PYTEST_WORKERS) $$(grep -v '^#' tests/keras_env.txt)
 
 demo: $(VENV)/.installed
 	bash tools/demo.sh $(WORK)

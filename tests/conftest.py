@@ -2,6 +2,8 @@
 
     .venv/bin/python -m pytest tests
 """
+import contextlib
+import fcntl
 import io
 import os
 import pathlib
@@ -70,6 +72,15 @@ def free_port_range(count):
             for sock in sockets:
                 sock.close()
     raise RuntimeError(f"no {count} consecutive free ports found")
+
+
+@contextlib.contextmanager
+def building_from_checkout():
+    """Held while a test builds the package from this checkout (setuptools writes
+    tpu_image_classifier.egg-info/ into it): make test's two pytest-xdist workers take turns."""
+    with open(pathlib.Path(__file__).resolve().parents[1] / "setup.py") as setup_py:
+        fcntl.flock(setup_py, fcntl.LOCK_EX)  # released when the file is closed
+        yield
 
 
 @pytest.fixture

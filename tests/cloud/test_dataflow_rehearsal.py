@@ -27,6 +27,7 @@ from apache_beam.runners.dataflow.internal import apiclient
 from common import beam_pipeline, export_versions
 from preprocess import jpeg_to_tfrecord, transforms
 from serving import batch_predict
+from tests.conftest import building_from_checkout
 from tests.preprocess.test_gcs_emulator import bucket  # noqa: F401 (fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -54,7 +55,7 @@ def build_and_stage(build, options):
 
 def rehearse(run, argv, monkeypatch):
     monkeypatch.setattr(beam_pipeline, "run_to_completion", build_and_stage)
-    with pytest.raises(JobBuilt) as built:
+    with building_from_checkout(), pytest.raises(JobBuilt) as built:  # stages setup.py's sdist
         run(argv)
     return built.value.args[0]
 

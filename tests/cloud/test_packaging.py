@@ -15,6 +15,8 @@ import tarfile
 
 import pytest
 
+from tests.conftest import building_from_checkout
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGES = ("common", "trainer", "preprocess", "serving")
 
@@ -38,8 +40,9 @@ print("\\n".join(names))
 @pytest.fixture(scope="module")
 def sdist(tmp_path_factory):
     out = tmp_path_factory.mktemp("dist")
-    subprocess.run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", str(out),
-                    str(ROOT)], check=True, capture_output=True, cwd=ROOT)
+    with building_from_checkout():
+        subprocess.run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir",
+                        str(out), str(ROOT)], check=True, capture_output=True, cwd=ROOT)
     (archive,) = out.glob("*.tar.gz")
     return archive
 

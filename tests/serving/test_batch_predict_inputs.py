@@ -17,6 +17,7 @@ import pytest
 from common import prediction_records
 from serving import batch_predict
 from tests.conftest import encode_image, pattern_image
+from tests.preprocess.test_gcs_emulator import bucket  # noqa: F401 (fixture)
 
 FORMATS = {"a.jpg": "JPEG", "b.PNG": "PNG", "c.gif": "GIF", "sub/d.bmp": "BMP"}
 
@@ -204,6 +205,8 @@ def test_a_killed_trainer_predict_leaves_the_earlier_output_whole(trained_run, i
     assert json.loads((out / "summary.json").read_text())["images"] == 14
 
 
+# bucket: Beam's gcsio connects anonymously, without ~18 s of retries looking for credentials.
+@pytest.mark.usefixtures("bucket")
 def test_gcs_output_is_published_whole(trained_run, input_csv, gcs_bucket):
     """--output gs://... on the emulator: shards and summary appear under the prefix, an
     earlier summary is replaced, and no staging object is left."""
