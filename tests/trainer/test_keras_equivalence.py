@@ -153,6 +153,8 @@ def test_two_replicas_evaluate_and_train_as_one(tiny_params, tmp_path, repo_root
     assert (replicas_1, replicas_2) == (1, 2)
     for name, value in record_1.items():
         assert abs(value - record_2[name]) <= TOLERANCE, (name, value, record_2[name])
-    assert step_1 > 1e-3  # plain SGD moved the weights ...
+    # plain SGD moved the weights (largest change 0.0008-0.007 in 13 runs in .venv-keras: random
+    # weights and data), far beyond the 1e-6 at which the two steps are compared ...
+    assert step_1 > 1e-4
     for name, value in after_1.items():  # ... and both took the same step (a sum, not a mean: twice it)
         np.testing.assert_allclose(after_2[name], value, rtol=0, atol=1e-6, err_msg=name)
