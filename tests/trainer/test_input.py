@@ -57,7 +57,11 @@ def test_train_repeats_shuffles_and_uses_every_label(write_tfrecord_dataset):
     batches = [l.numpy() for _, l in input_fn(make_params(batch_size=6)).take(8)]
     labels = np.concatenate(batches)
     assert len(labels) == 48  # repeats past one 12-example epoch
-    np.testing.assert_array_equal(np.bincount(labels, minlength=12), np.full(12, 4))
+    # Four epochs of permutations: each label 4 times. The per-batch map runs in parallel
+    # without fixed order, so under load a batch can leave ahead of the one before it
+    # and cross an epoch boundary (seen once in CI: counts of 3 and 5): at most one off.
+    counts = np.bincount(labels, minlength=12)
+    assert counts.min() >= 3 and counts.max() <= 5, counts
     epochs = [tuple(labels[i:i + 12]) for i in range(0, 48, 12)]
     assert len(set(epochs)) > 1  # each epoch in a new order
     assert epochs[0] != tuple(range(12))
