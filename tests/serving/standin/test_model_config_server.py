@@ -3,6 +3,7 @@ start-up mistakes, each one "error:" line and exit code 2.
 
     .venv/bin/python -m pytest tests/serving/standin/test_model_config_server.py
 """
+import os
 import shutil
 import time
 
@@ -23,7 +24,16 @@ def model_entry(name, base, policy="", labels=()):
 
 
 def write_config(path, *entries):
-    path.write_text("model_config_list { " + " ".join(entries) + " }")
+    replace_text(path, "model_config_list { " + " ".join(entries) + " }")
+
+
+def replace_text(path, text):
+    """Writes aside, then renames, as a config file should be rewritten: the server's poll
+    never reads it half written (truncated to empty, a valid config with no models, it
+    once unloaded every model in a CI run under load)."""
+    aside = path.with_name(path.name + ".aside")
+    aside.write_text(text)
+    os.replace(aside, path)
 
 
 
@@ -66,7 +76,7 @@ def test_a_config_file_serves_several_models_and_reloads(tmp_path, three_version
             clients["b"].predict(sample_jpegs[:1])
         stable = clients["a"].request("GET", "/v1/models/a/labels/stable/metadata")
         assert stable["model_spec"]["version"] == "1"
-        config.write_text("model_config_list { config { nme: 'broken' } }")
+        replace_text(config, "model_config_list { config { nme: 'broken' } }")
         time.sleep(5 * POLL_SECONDS)  # several polls over a bad file: logged, nothing changes
         assert clients["a"].request("GET", "/v1/models/a/labels/stable/metadata")["model_spec"][
             "version"] == "1"
