@@ -1,10 +1,14 @@
 """The shared pool and its bounded, ordered work queue."""
-import multiprocessing
+import pathlib
+import subprocess
+import sys
 import threading
 
 import pytest
 
 from preprocess import work_pool
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def thread_name(value):
@@ -56,15 +60,28 @@ def test_limit_must_be_positive():
         work_pool.WorkQueue(2, limit=0)
 
 
+FORK_CHECK = """
+import multiprocessing
+from preprocess import work_pool
+
 def sum_in_pool(values):
-    """sum(abs(v)) with each abs run in the shared pool of 2 threads."""
     queue = work_pool.WorkQueue(2, limit=3)
     due = [pair for value in values for pair in queue.submit(None, abs, value)]
     return sum(future.result() for _, future in due + queue.drain())
 
+assert sum_in_pool([-1, 2, -3]) == 6  # the parent now has a live pool
+with multiprocessing.get_context("fork").Pool(1) as pool:
+    print(pool.apply_async(sum_in_pool, ([-4, 5, -6],)).get(timeout=30))
+"""
+
 
 def test_a_forked_child_starts_its_own_pool():
-    """The parent's pool threads do not exist in a fork: reusing the pool would hang."""
-    assert sum_in_pool([-1, 2, -3]) == 6  # the parent now has a live pool
-    with multiprocessing.get_context("fork").Pool(1) as pool:
-        assert pool.apply_async(sum_in_pool, ([-4, 5, -6],)).get(timeout=30) == 15
+    """The parent's pool threads do not exist in a fork: reusing the pool would hang.
+
+    Forked from a fresh interpreter: a test worker that has run TensorFlow and gRPC has
+    hundreds of threads, and a fork of it can inherit a lock one of them held (it did: the
+    pool's queue lock, and the suite waited forever)."""
+    done = subprocess.run([sys.executable, "-c", FORK_CHECK], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "15"

@@ -54,3 +54,20 @@ def test_the_same_seed_trains_the_same_weights_and_another_seed_others(tiny_data
     with pytest.raises(checks.ConfigError, match="holds checkpoints of a run built with other "
                                                  "settings: seed 1 -> 3"):
         chain.parse_params(argv("a", 3))
+
+
+@pytest.mark.parametrize("engine", [pytest.param("estimator", marks=needs_estimator), "keras"])
+def test_an_unseeded_run_after_a_seeded_one_in_the_same_process(tiny_dataset, tmp_path, engine):
+    """A seeded run turns op determinism on for its process; the next unseeded run there (a
+    test worker, a notebook, a tuning loop) must not inherit it: with it on, TensorFlow refuses
+    every unseeded random op. It did: one seeded test made later tests in its worker fail."""
+    from trainer import task
+
+    def argv(name, seed):
+        return as_argv(dict(TINY_FLAGS, train_data_path=f"{tiny_dataset}/train-*", mode="train",
+                            eval_data_path=f"{tiny_dataset}/eval-*", output_dir=tmp_path / name,
+                            engine=engine, seed=seed)) + ["--random_flip"]
+    task.main(argv("seeded", 1))
+    task.main(argv("unseeded", 0))
+    assert tf.train.latest_checkpoint(str(tmp_path / "unseeded")).endswith("-4")
+    assert tf.random.uniform([1]).shape == (1,)  # an unseeded op outside any run works too

@@ -22,8 +22,11 @@ An engine is made by make_engine(params) once those checks have passed and offer
 import contextlib
 import json
 import logging
+import random
 
+import numpy as np
 import tensorflow as tf
+from tensorflow.python.framework import config as tf_config
 
 from trainer import chain
 from trainer.cloud import tpu
@@ -71,14 +74,27 @@ def seed_process(params):
     global seeds (Keras layers draw their initializers' seeds from Python's random, in the
     Estimator's graphs too) and deterministic kernels. The Estimator engine also gives each
     graph it builds the seed (RunConfig), and each training stream derives its own
-    (trainer/data/input.py). Unseeded (0), nothing changes."""
+    (trainer/data/input.py).
+
+    Unseeded (0), whatever an earlier seeded run in this process set is undone: fresh global
+    seeds and op determinism off (left on, TensorFlow refuses every unseeded random op)."""
     if not params["seed"]:
+        unseed_process()
         return
     tf.keras.utils.set_random_seed(params["seed"])
     # Ops that may add in a varying order (GPU kernels above all) take a fixed order. On 2 CPU
     # cores the same seed gave the same weights without it too; it cost about 1% CPU time per
     # step and nothing in the input pipeline (2026-11-26, docs/migration.md#measured-differences).
     tf.config.experimental.enable_op_determinism()
+
+
+def unseed_process():
+    """Global seeds from the OS again and op determinism off, as in a fresh process."""
+    random.seed()
+    np.random.seed()
+    tf.random.set_seed(None)
+    # TensorFlow exports enable_op_determinism only; its counterpart lives beside it (2.15-2.21).
+    tf_config.disable_op_determinism()
 
 
 def run_mode(params, make_engine):
