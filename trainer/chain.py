@@ -151,12 +151,26 @@ def check_same_run(saved, params):
     if not saved or not checkpoints.list_checkpoints(output_dir):  # by the files: the state may be lost
         return
     keys = table.RUN_IDENTITY_KEYS + table.NETWORKS[params["model"]].options
-    changed = [describe_change(key, saved[key], params[key])
-               for key in keys if key in saved and saved[key] != params[key]]
+    before = {key: saved_value(saved, key) for key in keys}
+    changed = [describe_change(key, before[key], params[key])
+               for key in keys if before[key] is not NOT_SAVED and before[key] != params[key]]
     if changed:
         raise ConfigError(
             f"output_dir={output_dir!r} holds checkpoints of a run built with other settings: "
             f"{'; '.join(changed)}. Use a new --output_dir (or the earlier settings and dataset)")
+
+
+NOT_SAVED = object()
+
+
+def saved_value(saved, key):
+    """What the earlier run had for key. A params.json written before a setting existed ran
+    with that setting's default (a new setting's default keeps the old behaviour: --seed 0
+    is unseeded), so resuming it with another value is a change too."""
+    if key in saved:
+        return saved[key]
+    setting = table.SETTINGS.get(key)
+    return setting.default if setting else NOT_SAVED
 
 
 def describe_change(key, before, after):

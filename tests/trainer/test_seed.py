@@ -7,6 +7,7 @@ the other bad values (tests/trainer/test_settings_table.py).
 
     .venv/bin/python -m pytest tests/trainer/test_seed.py
 """
+import json
 import os
 import subprocess
 import sys
@@ -71,3 +72,20 @@ def test_an_unseeded_run_after_a_seeded_one_in_the_same_process(tiny_dataset, tm
     task.main(argv("unseeded", 0))
     assert tf.train.latest_checkpoint(str(tmp_path / "unseeded")).endswith("-4")
     assert tf.random.uniform([1]).shape == (1,)  # an unseeded op outside any run works too
+
+
+def test_a_run_from_before_seed_existed_resumes_only_unseeded(tiny_dataset, tmp_path):
+    """Its params.json has no "seed": the run was unseeded (the default), so another seed on its
+    checkpoints is a change like any other, and no seed resumes it."""
+    from trainer import task
+    argv = as_argv(dict(TINY_FLAGS, train_data_path=f"{tiny_dataset}/train-*", mode="train",
+                        eval_data_path=f"{tiny_dataset}/eval-*", output_dir=tmp_path / "old",
+                        engine="keras"))
+    task.main(argv)
+    params_file = tmp_path / "old" / "params.json"
+    saved = json.loads(params_file.read_text())
+    del saved["seed"]
+    params_file.write_text(json.dumps(saved))
+    with pytest.raises(checks.ConfigError, match="built with other settings: seed 0 -> 3"):
+        chain.parse_params(argv + ["--seed=3"])
+    assert chain.parse_params(argv)["seed"] == 0
