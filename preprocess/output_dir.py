@@ -1,12 +1,9 @@
 """One preprocessing run at a time per output directory, and a dataset that appears whole or not at all.
 
-The lock: OUT/preprocess.lock, taken before anything is written. Locally it is an
-flock(2) on that file (created if absent): the kernel drops it when the process ends,
-kill -9 included, so a crashed run never blocks the next one. On gs:// it is an object
-created only if absent (ifGenerationMatch=0, which GCS decides atomically) and deleted
-when the run ends; a run killed before it could delete it leaves it behind, so the busy
-message says to delete it when that run is gone. A second run is refused at once with
-one line naming the directory and the run that holds it.
+The lock: OUT/preprocess.lock, taken before anything is written (common/output_lock.py:
+locally an flock(2) that the kernel drops even on kill -9, and the file stays; on gs:// an
+object created only if absent and deleted at the end). A second run is refused at once
+with one line naming the directory and the run that holds it.
 
 Staging: the pipeline writes into OUT/_staging-<run>/. Only a finished and checked
 dataset is published into OUT (publish): the old metadata.json goes first, so that from
@@ -19,17 +16,12 @@ letters stay in its staging folder (the next run removes it).
 """
 import contextlib
 import datetime
-import fcntl
-import json
-import logging
 import os
-import socket
 import uuid
 
 from apache_beam.io.filesystems import FileSystems
 
-from common import dataset_files, gcs_probe
-from common.user_errors import UserError
+from common import dataset_files, output_lock
 from preprocess import shards
 
 LOCK_FILE = "preprocess.lock"
@@ -37,78 +29,16 @@ STAGING_PREFIX = "_staging-"
 # What a finished dataset of this pipeline consists of, besides metadata.json.
 DATASET_GLOBS = ("*-?????-of-?????.tfrecord", dataset_files.LABELS_FILE, "errors-*.jsonl")
 LEFTOVER_GLOBS = (f"{STAGING_PREFIX}*/**", "_temp-*/*")  # of crashed or failed runs
-_LOGGER = logging.getLogger("preprocess")
 
 
-class OutputDirBusy(UserError):
-    """Another preprocessing run holds the output directory."""
-
-
-def describe_this_run():
-    since = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
-    return f"pid {os.getpid()} on {socket.gethostname()} since {since}"
-
-
-def busy_message(output_dir, holder, fix="wait for it to end, or use another --output_dir"):
-    return f"--output_dir {output_dir} is in use by another preprocessing run ({holder}): {fix}"
+OutputDirBusy = output_lock.OutputBusy  # another preprocessing run holds the output directory
+LOCK = output_lock.OutputLock(LOCK_FILE, "preprocessing run", "--output_dir")
 
 
 def hold(output_dir):
-    """A context manager holding output_dir's lock; OutputDirBusy naming the holder if taken."""
-    if output_dir.startswith("gs://"):
-        return hold_gcs(output_dir)
-    if "://" in output_dir:
-        _LOGGER.warning("No lock on %s (neither local nor gs://): run one preprocessing job "
-                        "per output directory", output_dir)
-        return contextlib.nullcontext()
-    return hold_local(output_dir)
-
-
-@contextlib.contextmanager
-def hold_local(output_dir):
-    """flock(2) on OUT/preprocess.lock, released by the kernel when this process ends."""
-    os.makedirs(output_dir, exist_ok=True)
-    fd = os.open(os.path.join(output_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "holder unknown"
-            raise OutputDirBusy(busy_message(output_dir, holder)) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, describe_this_run().encode(), 0)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
-@contextlib.contextmanager
-def hold_gcs(output_dir):
-    """The object OUT/preprocess.lock, created only if absent and deleted at the end."""
-    from google.api_core import exceptions
-    url = FileSystems.join(output_dir, LOCK_FILE)
-    bucket, _, name = url[len("gs://"):].partition("/")
-    blob = gcs_probe.make_client(output_dir, "--output_dir").bucket(bucket).blob(name)
-    try:
-        blob.upload_from_string(json.dumps({"holder": describe_this_run()}),
-                                content_type="application/json", if_generation_match=0,
-                                timeout=gcs_probe.TIMEOUT_SECONDS)
-    except exceptions.PreconditionFailed:
-        raise OutputDirBusy(busy_message(output_dir, read_gcs_holder(blob), (
-            f"wait for it to end, or use another --output_dir; if that run is gone (killed), "
-            f"delete {url}"))) from None
-    try:
-        yield
-    finally:
-        with contextlib.suppress(exceptions.NotFound, exceptions.PreconditionFailed):
-            blob.delete(if_generation_match=blob.generation, timeout=gcs_probe.TIMEOUT_SECONDS)
-
-
-def read_gcs_holder(blob):
-    try:
-        return json.loads(blob.download_as_bytes(timeout=gcs_probe.TIMEOUT_SECONDS))["holder"]
-    except Exception:  # gone meanwhile, or not ours: the object's name is in the message
-        return "holder unknown"
+    """A context manager holding output_dir's lock; OutputDirBusy naming the holder if taken
+    (common/output_lock.py)."""
+    return LOCK.hold(output_dir)
 
 
 def new_staging_dir(output_dir):
@@ -181,14 +111,7 @@ def main(argv=None):
     parser = console.ArgumentParser(prog="python -m preprocess.output_dir",
                                     description="Whether a preprocessing run holds OUT, and which.")
     parser.add_argument("output_dir", metavar="OUT")
-    output_dir = parser.parse_args(argv).output_dir
-    if "://" not in output_dir and not os.path.isdir(output_dir):
-        console.exit_with_error(f"{output_dir}: no such directory")
-    try:
-        with hold(output_dir):
-            print(f"{output_dir}: free")
-    except OutputDirBusy as err:
-        print(err)
+    print(output_lock.query(LOCK, parser.parse_args(argv).output_dir))
 
 
 if __name__ == "__main__":

@@ -13,15 +13,11 @@ no lock is taken, and the run says so once.
     .venv/bin/python -m trainer.run.output_lock OUT     # who holds OUT, if anyone
 """
 import contextlib
-import datetime
-import fcntl
 import logging
 import os
-import socket
 import sys
 
-import tensorflow as tf
-
+from common import output_lock as common_lock
 from common.user_errors import UserError
 
 from trainer.run import gcs_lease
@@ -61,21 +57,11 @@ def hold_gcs_output_dir(output_dir):
         yield
 
 
-@contextlib.contextmanager
 def hold_local_output_dir(output_dir):
-    """flock(2) on OUT/trainer.lock, released by the kernel when this process ends."""
-    tf.io.gfile.makedirs(output_dir)
-    fd = os.open(os.path.join(output_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise OutputDirBusy(busy_message(output_dir, read_holder(fd))) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, describe_this_process().encode(), 0)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
+    """flock(2) on OUT/trainer.lock, released by the kernel when this process ends
+    (common/output_lock.py hold_flock; the file stays)."""
+    return common_lock.hold_flock(os.path.join(output_dir, LOCK_FILE),
+                                  lambda holder: OutputDirBusy(busy_message(output_dir, holder)))
 
 
 def busy_message(output_dir, holder):
@@ -83,13 +69,7 @@ def busy_message(output_dir, holder):
             f"wait for it to end, or use another --output_dir")
 
 
-def describe_this_process():
-    since = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
-    return f"pid {os.getpid()} on {socket.gethostname()} since {since}"
-
-
-def read_holder(fd):
-    return os.pread(fd, 200, 0).decode(errors="replace").strip() or "holder unknown"
+describe_this_process = common_lock.describe_this_run
 
 
 def main(argv):
