@@ -7,22 +7,26 @@ as one CSV with CSV_COLUMNS, with a summary.json. A run writes everything into a
 staging folder beside its output and moves it into place only when complete
 (publish): it replaces the files an earlier run of the same format wrote under the
 same prefix, and the earlier summary, as a whole; the other format's files stay.
+A run holds PREFIX.lock for all that (hold_prefix, from before its model loads and its
+images are read to the end): a second run into the same prefix, by either route, is
+refused at once in one line, so two runs never publish at once.
 
     .venv/bin/python -m common.prediction_records OUT/predictions   # print the summary of a run
 """
 import collections
 import csv
+import glob
 import io
 import json
 import logging
 import math
 import posixpath
+import re
 import sys
 import time
 import uuid
 
-import tensorflow as tf
-
+from common import output_lock
 from common.signature import PREDICTION_FORMATS
 
 CSV_COLUMNS = ("uri", "class_index", "class", "probability", "top_k_classes",
@@ -35,6 +39,12 @@ OUTPUT_PATTERNS = {"jsonl": "{prefix}-?????-of-?????.jsonl", "csv": "{prefix}.cs
 PREDICTIONS_PREFIX = "predictions"  # write_records' file names inside its output directory
 SUMMARY_FILE = "summary.json"  # the latest write_records run: counts and its format
 STAGING_PREFIX = "_staging-"  # a run's own folder beside its output until it is complete
+RUN_ID_PATTERN = r"\d{8}-\d{6}-[0-9a-f]{6}"  # new_run_id's names: start time, then random
+# PREFIX.lock, one run at a time into a prefix (hold_prefix). Both routes name it so:
+# OUT/predictions.lock for the trainer's --mode predict into OUT, and for a Beam job with
+# --output OUT/predictions, which would write the same shards. A reader's PREFIX-* glob
+# never matches it.
+LOCK_SUFFIX = ".lock"
 _LOGGER = logging.getLogger(__name__)
 
 
@@ -104,32 +114,75 @@ def summarize_labelled(pairs, class_names=None):
             "unknown_labels": sum(pairs.values()) - labelled}
 
 
-def write_text(path, lines):
-    with tf.io.gfile.GFile(path, "w") as f:
-        f.write("".join(line + "\n" for line in lines))
+def filesystems():
+    """Beam's FileSystems, imported on first use: a trainer command that predicts nothing
+    need not load Beam."""
+    from apache_beam.io.filesystems import FileSystems
+    return FileSystems
 
 
-class GfileOps:
-    """The few file operations staging and publishing need, through tf.io.gfile (local, gs://).
-    serving/batch_predict.py passes its own (Beam's FileSystems) with the same methods."""
+class FileOps:
+    """What staging and publishing need, through Beam's FileSystems, for both routes: the Beam
+    job's files are published by the file system that wrote them, and the trainer's writes
+    reach gs:// (and the tests' GCS emulator, which tf.io.gfile cannot) and every scheme
+    Beam knows. Tests pass a subclass to stop a publish halfway."""
 
-    glob = staticmethod(tf.io.gfile.glob)
-    folders = staticmethod(tf.io.gfile.glob)  # gfile's glob matches folders too
-    exists = staticmethod(tf.io.gfile.exists)
+    @staticmethod
+    def glob(pattern):
+        return [m.path for m in filesystems().match([pattern])[0].metadata_list]
+
+    @staticmethod
+    def folders(pattern):
+        """The folders matching pattern: locally every one; on gs:// those holding files
+        (Beam's match lists files only, and GCS has no folders without objects)."""
+        if "://" not in pattern:
+            return sorted(glob.glob(pattern))
+        depth = pattern.count("/") + 1
+        return sorted({"/".join(path.split("/")[:depth]) for path in FileOps.glob(pattern + "/**")})
+
+    @staticmethod
+    def exists(path):
+        return filesystems().exists(path)
+
+    @staticmethod
+    def isdir(path):
+        """A local directory, or a gs:// prefix with objects below it."""
+        if "://" not in path:
+            return posixpath.isdir(path)
+        return bool(FileOps.glob(path.rstrip("/") + "/*"))
 
     @staticmethod
     def delete(paths):
-        for path in paths:
-            tf.io.gfile.remove(path)
+        if paths:
+            filesystems().delete(list(paths))
 
     @staticmethod
     def rename(source, destination):
-        tf.io.gfile.rename(source, destination, overwrite=True)
+        filesystems().rename([source], [destination])
 
     @staticmethod
     def remove_tree(path):
-        if tf.io.gfile.exists(path):
-            tf.io.gfile.rmtree(path)
+        """Every file below path, then (locally) the folder itself."""
+        if "://" in path:
+            FileOps.delete(FileOps.glob(path.rstrip("/") + "/**"))
+        elif filesystems().exists(path):
+            filesystems().delete([path])
+
+    @staticmethod
+    def write_text(path, text, mime_type="text/plain"):
+        """Writes path whole (creating local parent folders, as Beam's local create does)."""
+        with filesystems().create(path, mime_type=mime_type) as f:
+            f.write(text.encode("utf-8"))
+
+
+def hold_prefix(prefix, flag, place):
+    """Holds the lock of the outputs under prefix for the with-block: PREFIX.lock beside them
+    (common/output_lock.py), deleted when released; OutputBusy naming the holder if taken.
+    flag and place: the flag naming the output and its value, for the busy message."""
+    directory, name = posixpath.split(prefix)
+    lock = output_lock.OutputLock(name + LOCK_SUFFIX, "batch prediction", flag,
+                                  is_removed_when_released=True)
+    return lock.hold(directory, place)
 
 
 def check_format(output_format):
@@ -143,7 +196,7 @@ def output_pattern(prefix, output_format):
     return OUTPUT_PATTERNS[output_format].format(prefix=prefix)
 
 
-def remove_earlier_outputs(prefix, output_format, files=GfileOps):
+def remove_earlier_outputs(prefix, output_format, files):
     """Deletes an earlier run's output_format files under prefix and logs how many.
 
     The other format's files are kept and named in a warning: they are not this
@@ -183,13 +236,14 @@ def new_run_id():
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
 
 
-def publish(staging, prefix, output_format, summary_path, files=GfileOps):
+def publish(staging, prefix, output_format, summary_path, files):
     """Moves a finished run's staged files into place under prefix, summary last.
 
     The earlier summary goes first, so that from then on nothing looks finished; then
     the earlier run's output_format files (remove_earlier_outputs; the other format's
     stay). A run killed before this leaves only its staging folder; one killed during
-    it leaves shards without a summary. Earlier runs' staging folders are removed after.
+    it leaves shards without a summary. Other runs' staging folders are removed after:
+    call it only while holding hold_prefix(prefix, ...), so that those runs are dead ones.
     """
     name = posixpath.basename(prefix)
     staged_summary = posixpath.join(staging, SUMMARY_FILE)
@@ -203,55 +257,73 @@ def publish(staging, prefix, output_format, summary_path, files=GfileOps):
     remove_leftover_staging(prefix, staging, files)
 
 
-def remove_leftover_staging(prefix, staging, files=GfileOps):
-    """Deletes the staging folders of runs into prefix that started before this one (killed
-    or failed: a finished run removes its own) and says so."""
-    pattern = staging_dir(prefix, "*")
-    older = [path.rstrip("/") for path in files.folders(pattern) if path.rstrip("/") < staging]
-    for path in older:
+def remove_leftover_staging(prefix, staging, files):
+    """Deletes every staging folder of a run into prefix but this one's and says so. Under
+    prefix's lock no other run into prefix is alive: those folders are of killed or failed
+    runs (a finished run removes its own). Only names staging_dir(prefix, <a run id>) match:
+    not those of a prefix that starts with this one's name (prefix "p" and "p-2")."""
+    own = posixpath.basename(staging.rstrip("/"))
+    is_leftover = re.compile(re.escape(posixpath.basename(staging_dir(prefix, ""))) + RUN_ID_PATTERN)
+    leftovers = [path.rstrip("/") for path in files.folders(staging_dir(prefix, "*"))
+                 if is_leftover.fullmatch(posixpath.basename(path.rstrip("/")))
+                 and posixpath.basename(path.rstrip("/")) != own]
+    for path in leftovers:
         files.remove_tree(path)
-    if older:
+    if leftovers:
         _LOGGER.info("Removed %d staging folder(s) of earlier unfinished runs: %s",
-                     len(older), name_some(older))
+                     len(leftovers), name_some(leftovers))
 
 
-def write_jsonl_shards(records, prefix, records_per_shard):
+def as_text(lines):
+    return "".join(line + "\n" for line in lines)
+
+
+def write_jsonl_shards(records, prefix, records_per_shard, files):
     num_shards = max(1, math.ceil(len(records) / records_per_shard))
     for shard in range(num_shards):
         chunk = records[shard * records_per_shard:(shard + 1) * records_per_shard]
-        write_text(f"{prefix}-{shard:05d}-of-{num_shards:05d}.jsonl", [to_json_line(r) for r in chunk])
+        files.write_text(f"{prefix}-{shard:05d}-of-{num_shards:05d}.jsonl",
+                         as_text(to_json_line(r) for r in chunk))
 
 
-def write_staged(records, staged_prefix, output_format, records_per_shard):
+def write_staged(records, staged_prefix, output_format, records_per_shard, files):
     if output_format == "csv":
-        write_text(output_pattern(staged_prefix, "csv"),
-                   [",".join(CSV_COLUMNS)] + [to_csv_line(r) for r in records])
+        files.write_text(output_pattern(staged_prefix, "csv"),
+                         as_text([",".join(CSV_COLUMNS)] + [to_csv_line(r) for r in records]))
     else:
-        write_jsonl_shards(records, staged_prefix, records_per_shard)
+        write_jsonl_shards(records, staged_prefix, records_per_shard, files)
 
 
 def write_records(records, output_dir, output_format, records_per_shard, class_names=None):
     """Writes predictions-NNNNN-of-NNNNN.jsonl shards or predictions.csv, and summary.json,
-    staged in output_dir/_staging-predictions-<run>/ and then published (publish).
+    staged in output_dir/_staging-predictions-<run>/ and then published (publish); call it
+    while holding hold_prefix(prediction_prefix(output_dir), ...).
 
     Returns the summary (summary.json's content: counts and "format"). The
     earlier run's files of the same format are replaced; the other format's files stay.
     """
     check_format(output_format)
-    prefix = posixpath.join(output_dir, PREDICTIONS_PREFIX)
+    files = FileOps
+    prefix = prediction_prefix(output_dir)
     staging = staging_dir(prefix, new_run_id())
-    tf.io.gfile.makedirs(staging)
     write_staged(records, posixpath.join(staging, PREDICTIONS_PREFIX), output_format,
-                 records_per_shard)
+                 records_per_shard, files)
     summary = dict(summarize(records, class_names), format=output_format)
-    write_text(posixpath.join(staging, SUMMARY_FILE), [json.dumps(summary, sort_keys=True)])
-    publish(staging, prefix, output_format, posixpath.join(output_dir, SUMMARY_FILE))
+    files.write_text(posixpath.join(staging, SUMMARY_FILE),
+                     as_text([json.dumps(summary, sort_keys=True)]), "application/json")
+    publish(staging, prefix, output_format, posixpath.join(output_dir, SUMMARY_FILE), files)
     return summary
 
 
+def prediction_prefix(output_dir):
+    """OUTPUT_DIR/predictions: the prefix of write_records' files (and of its lock)."""
+    return posixpath.join(output_dir, PREDICTIONS_PREFIX)
+
+
 def main(argv):
-    with tf.io.gfile.GFile(posixpath.join(argv[1], SUMMARY_FILE)) as f:
-        print(f.read().strip())
+    from apache_beam.io.filesystems import FileSystems
+    with FileSystems.open(posixpath.join(argv[1], SUMMARY_FILE)) as f:
+        print(f.read().decode("utf-8").strip())
 
 
 if __name__ == "__main__":

@@ -8,6 +8,13 @@ RunInference (serving/batch_transforms.py), and writes one JSON line (or CSV row
 input image (common/prediction_records.py, the same records as the trainer's --mode
 predict) and OUTPUT.summary.json.
 
+One run at a time per --output: the job holds OUTPUT.lock beside its outputs
+(common/prediction_records.py hold_prefix; locally an flock the kernel drops even on
+kill -9, on gs:// an object created only if absent) from before the model loads to the
+end, and a second run into the same prefix is refused at once in one line (exit 2). The
+trainer's --mode predict into OUT takes OUT/predictions.lock: the same lock as
+--output OUT/predictions, whose shards it would write too.
+
 Outputs appear only when complete: the job writes into a staging folder beside
 --output (DIR/_staging-<name>-<run>/), and only a finished run with at least one
 classified image is moved into place, replacing the earlier run's files of the same
@@ -123,11 +130,19 @@ def run(argv=None):
 
 
 def run_job(args, pipeline_args):
-    from common import beam_pipeline, prediction_records
-    from serving import batch_transforms
-    files = batch_transforms.BeamFileOps
+    """The checks, then the job under --output's lock (OutputBusy at once if another run
+    into that prefix holds it): no model loads and no image is read before it is held."""
+    from common import prediction_records
+    files = prediction_records.FileOps
     check_output(args.output, files)
     check_inputs(args, files)
+    with prediction_records.hold_prefix(args.output, "--output", args.output):
+        return run_locked_job(args, pipeline_args, files)
+
+
+def run_locked_job(args, pipeline_args, files):
+    from common import beam_pipeline, prediction_records
+    from serving import batch_transforms
     resolve_model(args)
     options = beam_pipeline.build_pipeline_options(pipeline_args)
     staging = prediction_records.staging_dir(args.output, prediction_records.new_run_id())
@@ -149,7 +164,7 @@ def publish(args, staging, summary, files):
     from common import prediction_inputs, prediction_records
     prediction_inputs.check_some_usable(input_name(args), summary["images"], summary["errors"])
     files.write_text(posixpath.join(staging, prediction_records.SUMMARY_FILE),
-                     json.dumps(summary, sort_keys=True) + "\n")
+                     json.dumps(summary, sort_keys=True) + "\n", "application/json")
     prediction_records.publish(staging, args.output, args.format, args.output + SUMMARY_SUFFIX,
                                files)
 

@@ -5,13 +5,10 @@ have parsed (--help stays fast).
 
     .venv/bin/python -m serving.batch_predict --help     # the command; this module is its pipeline
 """
-import glob
 import hashlib
-import posixpath
 import typing
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import Metrics, MetricsFilter
 from apache_beam.ml.inference.base import (
     KeyedModelHandler, ModelHandler, PredictionResult, RunInference)
@@ -150,54 +147,3 @@ def summarize_metrics(result):
     if summary.get("labelled") is not None or values.get(UNKNOWN_LABEL_COUNTER):
         summary["unknown_labels"] = values.get(UNKNOWN_LABEL_COUNTER, 0)
     return summary
-
-
-class BeamFileOps:
-    """prediction_records.GfileOps' methods through Beam's FileSystems: the files the pipeline
-    wrote are published by the same file system that wrote them (gs:// included)."""
-
-    @staticmethod
-    def glob(pattern):
-        return [m.path for m in FileSystems.match([pattern])[0].metadata_list]
-
-    @staticmethod
-    def folders(pattern):
-        """The folders matching pattern: locally every one; on gs:// those holding files
-        (Beam's match lists files only, and GCS has no folders without objects)."""
-        if "://" not in pattern:
-            return sorted(glob.glob(pattern))
-        depth = pattern.count("/") + 1
-        return sorted({"/".join(path.split("/")[:depth]) for path in BeamFileOps.glob(pattern + "/**")})
-
-    @staticmethod
-    def exists(path):
-        return FileSystems.exists(path)
-
-    @staticmethod
-    def isdir(path):
-        """A local directory, or a gs:// prefix with objects below it."""
-        if "://" not in path:
-            return posixpath.isdir(path)
-        return bool(BeamFileOps.glob(path.rstrip("/") + "/*"))
-
-    @staticmethod
-    def delete(paths):
-        if paths:
-            FileSystems.delete(list(paths))
-
-    @staticmethod
-    def rename(source, destination):
-        FileSystems.rename([source], [destination])
-
-    @staticmethod
-    def remove_tree(path):
-        """Every file below path, then (locally) the folder itself."""
-        if "://" in path:
-            BeamFileOps.delete(BeamFileOps.glob(path.rstrip("/") + "/**"))
-        elif FileSystems.exists(path):
-            FileSystems.delete([path])
-
-    @staticmethod
-    def write_text(path, text):
-        with FileSystems.create(path, mime_type="application/json") as f:
-            f.write(text.encode("utf-8"))

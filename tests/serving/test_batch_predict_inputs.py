@@ -164,8 +164,9 @@ def test_a_killed_run_leaves_the_earlier_output_whole(trained_run, input_csv, tm
     process.wait()
     staging = [name for name in os.listdir(out) if name.startswith("_staging-p-")]
     assert len(staging) == 1, os.listdir(out)
-    assert {name: (out / name).read_text() for name in os.listdir(out) if name not in staging} == earlier
-    result = command("serving.batch_predict", argv, repo_root)
+    assert {name: (out / name).read_text() for name in os.listdir(out)  # and the dead run's lock
+            if name not in staging and name != "p.lock"} == earlier
+    result = command("serving.batch_predict", argv, repo_root)  # not blocked by that lock
     assert result.returncode == 0, result.stderr[-2000:]
     assert sorted(os.listdir(out)) == ["p-00000-of-00001.jsonl", "p.summary.json"]
     assert "old.jpg" not in (out / "p-00000-of-00001.jsonl").read_text()
@@ -197,9 +198,9 @@ def test_a_killed_trainer_predict_leaves_the_earlier_output_whole(trained_run, i
     assert process.poll() is None  # still running: killed midway
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
-    assert {name: (out / name).read_text() for name in os.listdir(out)
-            if not name.startswith("_staging")} == earlier
-    result = command("trainer.task", argv, repo_root)
+    assert {name: (out / name).read_text() for name in os.listdir(out)  # and the dead run's lock
+            if not name.startswith("_staging") and name != "predictions.lock"} == earlier
+    result = command("trainer.task", argv, repo_root)  # not blocked by the killed run's lock
     assert result.returncode == 0, result.stderr[-2000:]
     assert sorted(os.listdir(out)) == ["predictions-00000-of-00001.jsonl", "summary.json"]
     assert json.loads((out / "summary.json").read_text())["images"] == 14
@@ -224,8 +225,8 @@ def test_gcs_output_is_published_whole(trained_run, input_csv, gcs_bucket):
     assert published == summary and published["predicted"] == 11
 
 
-class InterruptedFiles(prediction_records.GfileOps):
-    """GfileOps whose second rename fails, as a run killed while publishing."""
+class InterruptedFiles(prediction_records.FileOps):
+    """FileOps whose second rename fails, as a run killed while publishing."""
     renames = 0
 
     @classmethod

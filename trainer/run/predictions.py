@@ -8,7 +8,10 @@ trainer/estimator/predict.py; Keras' model.predict, trainer/keras/predict.py) or
 --predict_export_dir, with that export (common/export_predictor.py). An unreadable or
 corrupt image gets an error record; records go to OUT/predictions unless
 --predict_output_dir says otherwise (common/prediction_records.py), staged and moved into
-place only when complete. An input that gives no usable image is one line (exit 2 from
+place only when complete. The run holds that directory's predictions.lock from before
+any image is read or the model loads (prediction_records.hold_prefix; the lock a Beam job
+with --output DIR/predictions takes too): a second run into it is refused at once in one
+line, exit 2. An input that gives no usable image is one line (exit 2 from
 trainer.task) and nothing is written.
 
     .venv/bin/python -m trainer.task --mode predict --output_dir work/demo/run \\
@@ -67,13 +70,27 @@ def output_dir_of(params):
 
 
 def run_predict(predict_fn, params, checkpoint_path):
-    """Classifies params["predict_input"]; writes the records; returns the summary dict.
+    """Classifies params["predict_input"] under the output's lock (held_output); writes the
+    records; returns the summary dict.
 
     predict_fn(jpegs, checkpoint_path) -> float32 [len(jpegs), num_classes], each row once,
     in input order. Images are read, checked and classified predict_chunk_images at a
     time: host memory (and a graph's 2 GB constants) hold one chunk, however long the
     input. Only the small records accumulate.
     """
+    with held_output(params):
+        return predict_and_write(predict_fn, params, checkpoint_path)
+
+
+def held_output(params):
+    """OUT/predictions.lock of the output directory, before any image is read or model loaded:
+    a second predict run there (or a Beam job with --output OUT/predictions) is refused at once."""
+    output_dir = output_dir_of(params)  # its default, OUT/predictions, is named as if typed
+    return prediction_records.hold_prefix(prediction_records.prediction_prefix(output_dir),
+                                          "--predict_output_dir", output_dir)
+
+
+def predict_and_write(predict_fn, params, checkpoint_path):
     images_in = prediction_inputs.read_inputs(params["predict_input"])  # checked before the model
     export = load_predictor(params, checkpoint_path)
     records = []
