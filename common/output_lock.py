@@ -83,7 +83,8 @@ def hold_flock(path, make_busy_error, is_removed_when_released=False):
         yield
     finally:
         if is_removed_when_released:  # a failed run's too
-            os.unlink(path)  # still held: a process that opened this inode retries (below)
+            with contextlib.suppress(FileNotFoundError):  # deleted by hand meanwhile
+                os.unlink(path)  # still held: a process that opened this inode retries (below)
             if made_directory:
                 with contextlib.suppress(OSError):  # not empty: the run's outputs
                     os.rmdir(directory)
