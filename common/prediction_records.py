@@ -38,6 +38,7 @@ CSV_COLUMNS = ("uri", "class_index", "class", "probability", "top_k_classes",
 OUTPUT_PATTERNS = {"jsonl": "{prefix}-?????-of-?????.jsonl", "csv": "{prefix}.csv"}
 PREDICTIONS_PREFIX = "predictions"  # write_records' file names inside its output directory
 SUMMARY_FILE = "summary.json"  # the latest write_records run: counts and its format
+SUMMARY_SUFFIX = ".summary.json"  # batch_predict's OUTPUT.summary.json, beside its shards
 STAGING_PREFIX = "_staging-"  # a run's own folder beside its output until it is complete
 RUN_ID_PATTERN = r"\d{8}-\d{6}-[0-9a-f]{6}"  # new_run_id's names: start time, then random
 # PREFIX.lock, one run at a time into a prefix (hold_prefix). Both routes name it so:
@@ -320,11 +321,29 @@ def prediction_prefix(output_dir):
     return posixpath.join(output_dir, PREDICTIONS_PREFIX)
 
 
-def main(argv):
+def summary_paths(output):
+    """Where a finished run into output left its summary: OUT/summary.json of a --mode
+    predict directory, or OUTPUT.summary.json beside a batch_predict --output prefix."""
+    return [posixpath.join(output, SUMMARY_FILE), output.rstrip("/") + SUMMARY_SUFFIX]
+
+
+def main(argv=None):
+    """Prints the summary of the finished run into OUTPUT; one line and exit 2 without one."""
+    from common import console
+    parser = console.ArgumentParser(prog="python -m common.prediction_records",
+                                    description="The summary of a finished batch-prediction run.")
+    parser.add_argument("output", metavar="OUTPUT", help="a --mode predict output directory "
+                        "(OUT/predictions) or a serving.batch_predict --output prefix")
+    output = parser.parse_args(argv).output
+    console.quiet_unless_verbose([])
+    found = [path for path in summary_paths(output) if FileOps.exists(path)]
+    if not found:
+        console.exit_with_error(f"{output} has no finished prediction run: neither "
+                                f"{' nor '.join(summary_paths(output))} exists")
     from apache_beam.io.filesystems import FileSystems
-    with FileSystems.open(posixpath.join(argv[1], SUMMARY_FILE)) as f:
+    with FileSystems.open(found[0]) as f:
         print(f.read().decode("utf-8").strip())
 
 
 if __name__ == "__main__":
-    main(sys.argv)
+    main()

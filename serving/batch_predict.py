@@ -41,7 +41,7 @@ import logging
 import posixpath
 import sys
 
-from common import console, signature
+from common import console, prediction_records, signature
 from common.user_errors import UserError
 
 console.quiet_unless_verbose()  # before Beam and TensorFlow load: they read the environment once
@@ -49,7 +49,7 @@ console.quiet_unless_verbose()  # before Beam and TensorFlow load: they read the
 # RunInference's largest batch: 128 images of ~100 KB keep a batch near 13 MB,
 # the size the trainer's evaluation batches have, and fill a CPU's cores.
 DEFAULT_MAX_BATCH_SIZE = 128
-SUMMARY_SUFFIX = ".summary.json"  # OUTPUT.summary.json, beside OUTPUT's shards
+SUMMARY_SUFFIX = prediction_records.SUMMARY_SUFFIX  # OUTPUT.summary.json, beside its shards
 _LOGGER = logging.getLogger(__name__)
 
 

@@ -6,6 +6,8 @@ import csv
 import io
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -13,6 +15,8 @@ from common import prediction_inputs, prediction_records
 from trainer.settings import checks, table
 from trainer import chain
 from trainer.estimator import predict
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.mark.parametrize("num_images,batch_size,expected", [
@@ -149,6 +153,25 @@ def test_write_records_into_a_new_directory_removes_nothing(tmp_path, caplog):
         prediction_records.write_records(records, str(tmp_path / "new"), "jsonl", 10)
     assert sorted(os.listdir(tmp_path / "new")) == ["predictions-00000-of-00001.jsonl", "summary.json"]
     assert caplog.records == []
+
+
+def run_summary_command(output):
+    return subprocess.run([sys.executable, "-m", "common.prediction_records", str(output)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_the_summary_command_reads_either_route_and_refuses_a_place_without_one(tmp_path):
+    records = [prediction_records.make_error_record("a.jpg", "missing_file", "gone")]
+    prediction_records.write_records(records, str(tmp_path / "run"), "jsonl", 10)
+    (tmp_path / "beam.summary.json").write_text('{"images": 7}\n')  # batch_predict --output beam
+    for output, images in ((tmp_path / "run", 1), (tmp_path / "beam", 7)):
+        done = run_summary_command(output)
+        assert done.returncode == 0 and json.loads(done.stdout)["images"] == images, done.stderr
+    done = run_summary_command(tmp_path / "nothing")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        f"error: {tmp_path}/nothing has no finished prediction run: neither "
+        f"{tmp_path}/nothing/summary.json nor {tmp_path}/nothing.summary.json exists"]
 
 
 @pytest.fixture
