@@ -41,8 +41,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # its only path is its own location (which log records come from this project).
 # Nor common/export_versions.py: it reads local paths with os and hands every URL (gs://
 # included) to Beam's FileSystems, which reads the GCS emulator where tf.io.gfile cannot
-# (tests/common/test_export_versions.py runs it on both).
-NOT_JOB_SOURCES = ("image_uris.py", "beam_pipeline.py", "page.py", "console.py", "export_versions.py")
+# (tests/common/test_export_versions.py runs it on both). Nor common/prediction_records.py,
+# for the same reason: --mode predict publishes through Beam's FileSystems (its one local
+# call, glob for local staging folders, which Beam's match does not list), tested on the
+# emulator (tests/trainer/test_predict_lock.py). Nor common/output_lock.py: its local lock
+# is flock(2) on a local file by design; gs:// takes an object lock through the GCS client.
+NOT_JOB_SOURCES = ("image_uris.py", "beam_pipeline.py", "page.py", "console.py", "export_versions.py",
+                   "prediction_records.py", "output_lock.py")
 # Functions only a command line's main() calls, on files named on that command line.
 CLI_FUNCTIONS = {"main", "read_files"}  # common/warmup.py's read_files: python -m common.warmup
 JOB_SOURCES = sorted(path for path in ROOT.glob("trainer/**/*.py")
