@@ -46,13 +46,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # call, glob for local staging folders, which Beam's match does not list), tested on the
 # emulator (tests/trainer/test_predict_lock.py). Nor common/output_lock.py: its local lock
 # is flock(2) on a local file by design; gs:// takes an object lock through the GCS client.
-NOT_JOB_SOURCES = ("image_uris.py", "beam_pipeline.py", "page.py", "console.py", "export_versions.py",
-                   "prediction_records.py", "output_lock.py")
+NOT_JOB_SOURCES = ("common/image_uris.py", "common/beam_pipeline.py", "trainer/report/page.py",
+                   "common/console.py", "common/export_versions.py",
+                   "common/prediction_records.py", "common/output_lock.py")
 # Functions only a command line's main() calls, on files named on that command line.
 CLI_FUNCTIONS = {"main", "read_files"}  # common/warmup.py's read_files: python -m common.warmup
-JOB_SOURCES = sorted(path for path in ROOT.glob("trainer/**/*.py")
-                     if path.name not in NOT_JOB_SOURCES) + sorted(
-    path for path in ROOT.glob("common/*.py") if path.name not in NOT_JOB_SOURCES)
+JOB_SOURCES = [path for path in sorted(ROOT.glob("trainer/**/*.py")) + sorted(ROOT.glob("common/*.py"))
+               if path.relative_to(ROOT).as_posix() not in NOT_JOB_SOURCES]
 LOCAL_ONLY_CALLS = {
     "open", "os.listdir", "os.makedirs", "os.mkdir", "os.remove", "os.unlink", "os.rename",
     "os.replace", "os.walk", "os.stat", "os.scandir", "os.path.exists", "os.path.isdir",
