@@ -48,6 +48,13 @@ def read_config_file(path):
     return values
 
 
+def check_is_not_a_file(directory, key):
+    """ConfigError when the directory a setting names is a file (nothing is written then)."""
+    if directory and tf.io.gfile.exists(directory) and not tf.io.gfile.isdir(directory):
+        raise ConfigError(f"{key}={directory!r} is a file, not a directory: pass a new or "
+                          f"existing directory")
+
+
 def read_saved_params(output_dir):
     """OUT/params.json of an earlier run, except its per-command settings ({} if there is none).
 
@@ -57,6 +64,7 @@ def read_saved_params(output_dir):
     """
     if not output_dir:
         return {}
+    check_is_not_a_file(output_dir, "output_dir")
     path = os.path.join(output_dir, table.PARAMS_FILE)
     if not tf.io.gfile.exists(path):
         return {}
@@ -120,6 +128,7 @@ def resolve(flag_values, config_file=None):
     params, sources = merge(params, sources, config_values, f"--config {config_file}")
     params, sources = merge(params, sources, flag_values, "flags")
     checks.check_params(params, sources)
+    check_is_not_a_file(params["predict_output_dir"], "predict_output_dir")
     for key in GCS_PATH_SETTINGS:
         gcs_probe.check_readable(params[key], key, reachable)
     record_counts = byo_records.RecordCounts(output_dir) if output_dir else None

@@ -156,3 +156,20 @@ def test_tpu_without_credentials_is_one_line_within_seconds(tiny_dataset, tmp_pa
         "`gcloud auth application-default login`")
     assert time.monotonic() - start < 60
     assert not (tmp_path / "out" / table.PARAMS_FILE).exists()
+
+
+@pytest.mark.parametrize("key", ["output_dir", "predict_output_dir"])
+def test_a_file_where_a_directory_belongs_is_one_line(tiny_dataset, tmp_path, key):
+    """It was a FileExistsError traceback from taking the lock (output_dir)."""
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not a directory\n")
+    argv = data_argv(tiny_dataset, a_file if key == "output_dir" else tmp_path / "out")
+    if key == "predict_output_dir":
+        argv += ["--mode=predict", f"--predict_input={tiny_dataset}/eval-*",
+                 f"--predict_output_dir={a_file}"]
+    result = run_task(*argv)
+    assert result.returncode == 2
+    assert error_line(result) == (f"error: {key}={str(a_file)!r} is a file, not a directory: "
+                                  "pass a new or existing directory")
+    assert a_file.read_text() == "not a directory\n"
+    assert not (tmp_path / "out").exists()
