@@ -33,6 +33,10 @@ class OutputBusy(UserError):
     """Another run holds the output place."""
 
 
+class NotAFolder(UserError):
+    """The folder a lock belongs in is a file, or lies below one."""
+
+
 def describe_this_run():
     since = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     return f"pid {os.getpid()} on {socket.gethostname()} since {since}"
@@ -64,8 +68,16 @@ class OutputLock:
                             directory, self.run_kind)
             return contextlib.nullcontext()
         path = os.path.join(directory or ".", self.lock_file)
-        return hold_flock(path, lambda holder: OutputBusy(self.busy_message(place, holder)),
-                          self.is_removed_when_released)
+        return self.hold_local(path, place)
+
+    @contextlib.contextmanager
+    def hold_local(self, path, place):
+        try:
+            with hold_flock(path, lambda holder: OutputBusy(self.busy_message(place, holder)),
+                            self.is_removed_when_released):
+                yield
+        except NotAFolder as err:
+            raise NotAFolder(f"{self.flag} {place}: {err}") from None
 
 
 @contextlib.contextmanager
@@ -75,7 +87,11 @@ def hold_flock(path, make_busy_error, is_removed_when_released=False):
     deleted (and a directory this call made, if left empty) before the lock is let go."""
     directory = os.path.dirname(path) or "."
     made_directory = not os.path.isdir(directory)
-    os.makedirs(directory, exist_ok=True)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise NotAFolder(f"{directory} is a file (or lies below one), not a folder: pass a "
+                         f"new or existing folder") from None
     fd = lock_file_descriptor(path, make_busy_error)
     try:
         os.ftruncate(fd, 0)

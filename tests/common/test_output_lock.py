@@ -124,3 +124,29 @@ def test_gcs_lock_refuses_a_second_holder_and_is_deleted_at_the_end(gcs_bucket):
     with REMOVED.hold(out):  # free again
         pass
     assert time.time() - started < 30
+
+
+def run_command(module, *argv):
+    return subprocess.run([sys.executable, "-m", module, *map(str, argv)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("below", [False, True], ids=["the_folder", "a_parent"])
+def test_a_file_where_the_output_folder_belongs_is_one_line(tmp_path, make_jpeg, below):
+    """Each command that takes this lock, run for real: it was a FileExistsError traceback."""
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not a folder\n")
+    folder = a_file / "sub" if below else a_file
+    (tmp_path / "a.jpg").write_bytes(make_jpeg())
+    (tmp_path / "all.csv").write_text(f"{tmp_path / 'a.jpg'},cat\n")
+    runs = {"--output_dir": run_command("preprocess.jpeg_to_tfrecord", "--input_csv",
+                                        tmp_path / "all.csv", "--output_dir", folder),
+            "--output": run_command("serving.batch_predict", "--input_csv", tmp_path / "all.csv",
+                                    "--model_dir", tmp_path / "model", "--output", folder / "p")}
+    for flag, result in runs.items():
+        place = folder if flag == "--output_dir" else folder / "p"
+        assert (result.returncode, result.stderr.strip().splitlines()) == (2, [
+            f"error: {flag} {place}: {folder} is a file (or lies below one), not a folder: "
+            "pass a new or existing folder"]), result.stderr[-2000:]
+    assert a_file.read_text() == "not a folder\n"
+    assert sorted(os.listdir(tmp_path)) == ["a.jpg", "all.csv", "notes.txt"]
