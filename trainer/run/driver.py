@@ -99,12 +99,13 @@ def unseed_process():
 
 def run_mode(params, make_engine):
     logging.info("Resolved params:\n%s", json.dumps(params, indent=2, sort_keys=True))
+    if params["mode"] in table.TRAIN_MODES:
+        # Before params.json and before the engine builds its network: a missing or mismatched
+        # source stops here with nothing written; a Keras weights file is converted to the
+        # checkpoint both engines warm start from; a resumed run ignores it.
+        warm_start.prepare(params, checkpoints.latest_checkpoint(params["output_dir"])[1])
     if params["mode"] != "continuous_eval":  # beside a trainer, params.json is the trainer's
         chain.write_params(params)
-    if params["mode"] in table.TRAIN_MODES:
-        # Before the engine builds its network: a mismatched source stops here, a Keras weights
-        # file is converted to the checkpoint both engines warm start from; a resumed run ignores it.
-        warm_start.prepare(params, checkpoints.latest_checkpoint(params["output_dir"])[1])
     seed_process(params)
     engine = make_engine(params)
     if params["mode"] in table.TRAIN_MODES:
