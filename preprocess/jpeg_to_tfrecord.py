@@ -169,6 +169,11 @@ def expand_csv_inputs(csv_inputs):
                        for m in result.metadata_list)
         if not paths:
             raise ConfigError(f"--input_csv {pattern} matches no file")
+        folders = [path for path in paths if "://" not in path and os.path.isdir(path)]
+        if folders:  # Beam's local match lists a folder as a match of its own name
+            raise ConfigError(f"--input_csv {pattern}: {folders[0]} is a folder; pass a CSV "
+                              f"file of uri,label lines, or --input_dir {folders[0]} for a "
+                              f"folder of images in one folder per label")
         expanded.extend((split, path) for path in paths)
     return expanded
 

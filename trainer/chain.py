@@ -37,6 +37,8 @@ def read_config_file(path):
     """The settings in a YAML file (a mapping of setting names to values)."""
     if not tf.io.gfile.exists(path):
         raise ConfigError(f"--config {path}: no such file")
+    if tf.io.gfile.isdir(path):
+        raise ConfigError(f"--config {path} is a directory: pass a YAML file of settings")
     with tf.io.gfile.GFile(path) as f:
         try:
             values = yaml.safe_load(f) or {}

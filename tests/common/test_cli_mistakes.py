@@ -44,6 +44,11 @@ ENGINE = [] if HAS_ESTIMATOR else ["--engine", "keras"]
      "(a glob the shell expanded into several files? quote it"),
     ("trainer.task", ["--config", "{d}/nope.yaml", "--output_dir", "{d}/out"],
      "error: --config {d}/nope.yaml: no such file"),
+    ("trainer.task", ["--config", "{d}", "--output_dir", "{d}/out"],
+     "error: --config {d} is a directory: pass a YAML file of settings"),
+    ("preprocess.jpeg_to_tfrecord", ["--input_csv", "{d}", "--output_dir", "{d}/out"],
+     "error: --input_csv {d}: {d} is a folder; pass a CSV file of uri,label lines, or "
+     "--input_dir {d} for a folder of images in one folder per label"),
     ("trainer.task", ["--mode", "predict", "--output_dir", "{d}", "--predict_input",
                       "{d}/train.csv", "--predict_export_dir", "{d}"] + ENGINE,
      "is not an export: no saved_model.pb in it or in a numbered version directory below it"),
@@ -63,3 +68,4 @@ def test_a_mistake_is_one_line_and_exit_code_2(csv_and_shards, module, argv, exp
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, lines
     assert expected.format(d=csv_and_shards) in lines[0]
+    assert not (csv_and_shards / "out").exists()  # nothing written
