@@ -6,8 +6,9 @@ of the complete versions present (common/export_versions.py: the one rule for wh
 version is). A version that failed to load is retried only when its files change,
 so a copy in progress fails once per change, not once per poll. A base path that holds
 no version while a folder inside it does (OUT/export instead of
-OUT/export/image_classifier) is a mistake to say at once (check_model_base), not a
-model to wait for.
+OUT/export/image_classifier), or one version of it (OUT/export/image_classifier/1500),
+is a mistake to say at once (check_model_base), not a model to wait for. TF Serving
+itself waits there, logging that it finds no version: a deliberate difference.
 
     .venv/bin/python -c "from serving.standin import version_policy as v; print(v.select_versions(None, [1, 3, 2]))"
 """
@@ -20,7 +21,8 @@ from common.user_errors import UserError
 
 
 class ModelBaseAboveModel(UserError):
-    """--model_base_path names the folder above a model's base: its versions are a level down."""
+    """--model_base_path names the folder above a model's base (its versions are a level down)
+    or one version inside it (the base is a level up)."""
 
 
 def select_versions(policy, present):
@@ -70,6 +72,11 @@ def check_model_base(base, flag="--model_base_path"):
     (a model still to come) and gs:// bases pass."""
     if export_versions.is_url(base) or export_versions.list_versions(base):
         return
+    if os.path.isfile(os.path.join(base, export_versions.SAVED_MODEL_FILE)):
+        parent = os.path.dirname(os.path.abspath(base.rstrip("/")))
+        raise ModelBaseAboveModel(
+            f"{flag}={base} is one version of a model (it holds saved_model.pb), not the "
+            f"model's base of numbered versions: did you mean {flag}={parent}?")
     below = model_bases_below(base.rstrip("/"))
     if below:
         also = f" (also: {', '.join(below[1:])})" if len(below) > 1 else ""

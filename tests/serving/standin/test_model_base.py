@@ -51,3 +51,22 @@ def test_the_real_server_says_it_at_once_instead_of_waiting(export_root, repo_ro
         f"{export_root}/image_classifier does: did you mean "
         f"--model_base_path={export_root}/image_classifier?"]
     assert time.monotonic() - start < 60  # at once: not the wait for a version that never comes
+
+
+def test_a_version_directory_names_its_model_base(export_root, repo_root):
+    """`--model_base_path OUT/export/image_classifier/2`: one line naming the base, at once."""
+    import subprocess
+    import sys
+    version = export_root / "image_classifier" / "2"
+    with pytest.raises(version_policy.ModelBaseAboveModel) as raised:
+        version_policy.check_model_base(str(version) + "/")
+    result = subprocess.run(
+        [sys.executable, "-m", "serving.standin.server", "--model_base_path", str(version),
+         "--rest_api_port", "0", "--port", "0"],
+        cwd=repo_root, capture_output=True, text=True, timeout=120)
+    expected = (f"--model_base_path={version} is one version of a model (it holds "
+                f"saved_model.pb), not the model's base of numbered versions: did you mean "
+                f"--model_base_path={export_root}/image_classifier?")
+    assert str(raised.value) == expected.replace(f"={version} ", f"={version}/ ")
+    assert (result.returncode, result.stdout, result.stderr.splitlines()) == (
+        2, "", [f"error: {expected}"])
