@@ -12,6 +12,7 @@ imported: its C++ logging reads TF_CPP_MIN_LOG_LEVEL once, at load.
     .venv/bin/python -m trainer.task ... -v          # everything, as before
 """
 import argparse
+import contextlib
 import difflib
 import importlib.abc
 import importlib.util
@@ -269,6 +270,46 @@ def exit_with_error(err):
     """What a user can fix: one line on stderr and exit code 2, never a traceback."""
     print(f"error: {err}", file=sys.stderr, flush=True)
     sys.exit(2)
+
+
+INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C ended
+
+
+@contextlib.contextmanager
+def exit_on_interrupt(describe_state):
+    """Ctrl-C inside the block: one line saying what the interrupted run left (describe_state(),
+    called then) and exit code 130, instead of a traceback from wherever the signal landed."""
+    handlers = list(logging.getLogger().handlers)
+    for handler in handlers:  # a library that logs the interrupt it re-raises: not shown
+        handler.addFilter(drop_interrupt_records)
+    try:
+        yield
+    except BaseException as err:  # noqa: BLE001 - re-raised unless it is the Ctrl-C
+        if not is_interrupt(err):
+            raise
+        print(f"interrupted (Ctrl-C): {describe_state()}", file=sys.stderr, flush=True)
+        sys.exit(INTERRUPTED_EXIT_CODE)
+    finally:
+        for handler in handlers:
+            handler.removeFilter(drop_interrupt_records)
+
+
+def drop_interrupt_records(record):
+    """A logging filter: False for a record that carries a Ctrl-C (Beam logs the bundle's)."""
+    return not (record.exc_info and is_interrupt(record.exc_info[1]))
+
+
+def is_interrupt(err):
+    """A KeyboardInterrupt, or an error made of one: Beam's runner re-raises the one that lands in
+    a transform as RuntimeError("KeyboardInterrupt [while running '...']")."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, KeyboardInterrupt) or (
+                isinstance(err, RuntimeError) and str(err).startswith("KeyboardInterrupt")):
+            return True
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return False
 
 
 def exit_on_user_error(run, *args, **kwargs):

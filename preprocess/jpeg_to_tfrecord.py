@@ -335,7 +335,10 @@ def main(argv=None):
     config, pipeline_args = console.exit_on_user_error(parse_config, argv)
     from common import beam_pipeline
     beam_pipeline.configure_logging()
-    console.exit_on_user_error(run_config, config, pipeline_args)
+    with console.exit_on_interrupt(lambda: (
+            f"nothing was published; whatever --output_dir {config.output_dir} held before is as "
+            f"it was, and the same command starts the run again")):
+        console.exit_on_user_error(run_config, config, pipeline_args)
 
 
 if __name__ == "__main__":

@@ -174,7 +174,10 @@ def main(argv=None):
     args, pipeline_args = console.exit_on_user_error(parse_args, argv)
     from common import beam_pipeline
     beam_pipeline.configure_logging()
-    console.exit_on_user_error(run_job, args, pipeline_args)
+    with console.exit_on_interrupt(lambda: (
+            f"nothing was published; the files of an earlier run into --output {args.output} "
+            f"are as they were, and the same command starts the job again")):
+        console.exit_on_user_error(run_job, args, pipeline_args)
     return 0
 
 

@@ -31,11 +31,26 @@ def main(argv=None):
     from trainer import chain
     try:
         params = chain.resolve(typed, config_file)
-        result = run_or_explain(load_engine(params["engine"]), params, failures)
+        with console.exit_on_interrupt(lambda: describe_interrupted(params)):
+            result = run_or_explain(load_engine(params["engine"]), params, failures)
     except UserError as err:  # a bad setting, a busy output_dir, data unlike its metadata
         console.exit_with_error(err)
     print(summary.summarize_run(params, result), flush=True)
     return result
+
+
+def describe_interrupted(params):
+    """What an interrupted run leaves: the step the same command resumes from."""
+    from trainer.run import checkpoints
+    from trainer.settings import table
+    output_dir = params["output_dir"]
+    if params["mode"] not in table.TRAIN_MODES:
+        return f"--mode {params['mode']} did not finish; {output_dir} is as the training left it"
+    _, step = checkpoints.latest_checkpoint(output_dir)
+    if not step:
+        return f"no checkpoint yet in {output_dir}; the same command starts training again"
+    return (f"{output_dir} holds checkpoints up to step {step:,}; the same command resumes "
+            f"from there")
 
 
 ESTIMATOR_MISSING = ("--engine estimator needs tensorflow-estimator (TensorFlow <= 2.15), not installed "

@@ -91,3 +91,37 @@ def test_a_quiet_import_mutes_its_native_lines_and_only_them(tmp_path, repo_root
     unmuted = subprocess.run([sys.executable, "-c", "import noisy"], capture_output=True, text=True,
                              env=env, timeout=60, cwd=tmp_path)
     assert "a C++ line at import" in unmuted.stderr  # the check can fail
+
+
+def beam_wrapped_interrupt():
+    """What Beam's runner raises when the Ctrl-C lands in a transform (after logging it)."""
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as interrupt:
+            logging.getLogger("apache_beam.test").error("%s [while running 'T']", interrupt,
+                                                        exc_info=True)
+            raise RuntimeError("KeyboardInterrupt [while running 'T']") from interrupt
+    except RuntimeError as err:
+        return err
+
+
+@pytest.mark.parametrize("raised", [KeyboardInterrupt, "beam"])
+def test_an_interrupt_is_one_line_and_exit_code_130(raised, capsys):
+    logging.getLogger().addHandler(logging.StreamHandler())  # where the project's lines go
+    try:
+        with pytest.raises(SystemExit) as exited:
+            with console.exit_on_interrupt(lambda: "what the run left"):
+                if raised == "beam":
+                    raise beam_wrapped_interrupt()
+                raise KeyboardInterrupt
+    finally:
+        logging.getLogger().handlers.pop()
+    assert exited.value.code == 130
+    assert capsys.readouterr().err == "interrupted (Ctrl-C): what the run left\n"
+
+
+def test_other_errors_pass_through_the_interrupt_handler():
+    with pytest.raises(RuntimeError, match="not an interrupt"):
+        with console.exit_on_interrupt(lambda: pytest.fail("described")):
+            raise RuntimeError("not an interrupt")

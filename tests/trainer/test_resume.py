@@ -65,3 +65,33 @@ def test_kill_9_mid_training_then_rerun_resumes_to_train_steps(tiny_argv, repo_r
     # The checkpoint it resumed from is evaluated too: no stopping point goes unrecorded.
     assert [r["global_step"] for r in eval_records.read_eval_results(output_dir)] == [killed_at, TRAIN_STEPS]
     assert os.path.isdir(os.path.join(output_dir, "export", "image_classifier", str(TRAIN_STEPS)))
+
+
+# trainer.task with Python's own Ctrl-C handler, whatever the test worker's SIGINT disposition
+# (an ignored signal is inherited through exec).
+WITH_CTRL_C = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler);"
+               " sys.argv[0] = 'trainer.task'; runpy.run_module('trainer.task', run_name='__main__')")
+
+
+@pytest.mark.parametrize("engine", [pytest.param("estimator", marks=needs_estimator), "keras"])
+def test_ctrl_c_mid_training_is_one_line_naming_the_step_to_resume_from(tiny_argv, repo_root,
+                                                                        tmp_path, engine):
+    argv = [a for a in tiny_argv if not a.startswith(("--train_steps", "--steps_per_eval"))]
+    argv += ["--train_steps=100000", "--steps_per_eval=100000", "--save_checkpoints_steps=20",
+             "--log_step_count_steps=100000", f"--engine={engine}"]
+    output_dir = next(a.split("=", 1)[1] for a in argv if a.startswith("--output_dir"))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    process = subprocess.Popen([sys.executable, "-c", WITH_CTRL_C, *argv], cwd=repo_root, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while checkpoint_step(output_dir) == 0 and process.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    step = checkpoint_step(output_dir)
+    assert process.returncode == 130, stderr[-3000:]
+    assert 0 < step < 100000 and "Traceback" not in stderr, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1] == (
+        f"interrupted (Ctrl-C): {output_dir} holds checkpoints up to step {step:,}; the same "
+        f"command resumes from there")
+    assert not os.path.exists(os.path.join(output_dir, "export"))
