@@ -70,12 +70,16 @@ class ModelStore:
         self._failed = {}    # version -> fingerprint of the failed load: retried when it changes
         self._statuses = {}  # version -> VersionStatus; replaced whole, so readers need no lock
         self._refresh_lock = threading.Lock()
+        self._is_retired = False  # left the config: never loads again (a new store would)
 
     def refresh(self):
         """Serves what the policy wants of the loadable versions present; returns the highest
         served ServedVersion (or None). New versions load before the old ones go, so requests
-        never see a gap; a deleted version is never served."""
+        never see a gap; a deleted version is never served. A retired store serves nothing:
+        the poller may still hold it from before the config dropped its model."""
         with self._refresh_lock:
+            if self._is_retired:
+                return None
             present = export_versions.list_versions(self.model_base_path)
             self._failed = {v: f for v, f in self._failed.items() if v in present}
             served = {v: s for v, s in self._served.items() if v in present}
@@ -163,6 +167,7 @@ class ModelStore:
     def retire(self):
         """The model left the config: nothing is served, every version is reported END."""
         with self._refresh_lock:
+            self._is_retired = True
             self._swap_in({})
 
 

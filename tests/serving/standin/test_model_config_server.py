@@ -87,6 +87,18 @@ def test_a_config_file_serves_several_models_and_reloads(tmp_path, three_version
         running.stop()
 
 
+def test_a_model_dropped_from_the_config_stays_unloaded_when_an_old_poll_refreshes_it(three_versions):
+    """The base-path poller iterates the stores it took before a reload: a refresh of the
+    dropped model's store after its retirement must not load its versions again (it did, under
+    load in a CI run: the dropped model was reported AVAILABLE, its memory held)."""
+    from serving.standin import model_store
+    store = model_store.ModelStore("b", str(three_versions), enable_warmup=False)
+    assert store.refresh().version == 3
+    store.retire()
+    assert store.refresh() is None and store.latest() is None
+    assert {v: status[0] for v, status in store.statuses().items()} == {3: model_store.END}
+
+
 def test_a_label_may_not_move_to_a_version_that_is_not_loaded(tmp_path, three_versions):
     """TF Serving's rule on reload: the label keeps its old version and the error is logged."""
     config = tmp_path / "models.config"
