@@ -85,6 +85,8 @@ def list_image_files(path):
         files = sorted(tf.io.gfile.glob(path))
     images = [f for f in files if is_image_name(f)]
     others = [f for f in files if not is_image_name(f)]
+    if not files and not is_glob(path) and not tf.io.gfile.exists(path):  # typed whole, not there
+        raise NoUsableInput(f"{path}: no such file or folder")
     if not images:
         found = f"{len(others)} other file(s), e.g. {others[0]}" if others else "nothing"
         raise NoUsableInput(f"{path} has no image files: expected files named "

@@ -108,6 +108,8 @@ NOTHING_TO_CLASSIFY = [
     ("trainer", None, lambda tmp: write_csv(tmp / "in", "gone.csv", "missing.jpg\n"),
      "none of the 1 input(s) of --predict_input"),
     ("trainer", None, lambda tmp: tmp / "nothing-*", "matches no files"),
+    ("beam", "--input_images", lambda tmp: tmp / "gone.jpg", "gone.jpg: no such file or folder"),
+    ("trainer", None, lambda tmp: tmp / "gone.jpg", "gone.jpg: no such file or folder"),
 ]
 
 
