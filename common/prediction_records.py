@@ -263,11 +263,11 @@ def remove_leftover_staging(prefix, staging, files):
     prefix's lock no other run into prefix is alive: those folders are of killed or failed
     runs (a finished run removes its own). Only names staging_dir(prefix, <a run id>) match:
     not those of a prefix that starts with this one's name (prefix "p" and "p-2")."""
-    own = posixpath.basename(staging.rstrip("/"))
+    own = staging.rstrip("/")
     is_leftover = re.compile(re.escape(posixpath.basename(staging_dir(prefix, ""))) + RUN_ID_PATTERN)
-    leftovers = [path.rstrip("/") for path in files.folders(staging_dir(prefix, "*"))
-                 if is_leftover.fullmatch(posixpath.basename(path.rstrip("/")))
-                 and posixpath.basename(path.rstrip("/")) != own]
+    folders = [path.rstrip("/") for path in files.folders(staging_dir(prefix, "*"))]
+    leftovers = [path for path in folders
+                 if path != own and is_leftover.fullmatch(posixpath.basename(path))]
     for path in leftovers:
         files.remove_tree(path)
     if leftovers:
