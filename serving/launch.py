@@ -10,8 +10,20 @@ you force one choice. A port another server already holds is a one-line error
 and exit code 2: a client would otherwise talk to that server, not this one.
 Flags it does not know go to the server; one close to a flag of its own or of
 the stand-in (TF Serving's) is a typo, answered with "did you mean".
+
+Docker runs the TF Serving image built on the TensorFlow that wrote the served version
+(the highest; its saved_model.pb records that TensorFlow, serving/export_tensorflow.py):
+the oldest of TF_SERVING_IMAGES built on that TensorFlow's major.minor or a newer one, so
+an export from TensorFlow 2.15 (.venv) gets tensorflow/serving:2.15.1 and one from 2.16 to
+2.20 (.venv-keras has 2.20) gets tensorflow/serving:2.20.0. An export from a TensorFlow
+newer than every image listed is one line and exit code 2, as a saved_model.pb that cannot
+be parsed is; --docker_image overrides the choice. tensorflow_model_server's TensorFlow is
+not known here (a note says which it should be); the stand-in loads the export with this
+environment's TensorFlow. docs/serving.md, "Serving on CPU", has the details.
 """
+import importlib.metadata
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -19,8 +31,16 @@ import sys
 
 from common import console, export_versions, signature
 from common.user_errors import UserError
+from serving import export_tensorflow
 
-DOCKER_IMAGE = "tensorflow/serving:2.15.1"  # the TF version the trainer exports with
+# TF Serving's Docker images by the TensorFlow (major, minor) each is built on: TF Serving
+# X.Y.Z is built on TensorFlow X.Y.Z (https://github.com/tensorflow/serving/releases; the
+# images are the tags of https://hub.docker.com/r/tensorflow/serving). One per TensorFlow of
+# the two environments (requirements.lock, requirements-keras.lock: checked by
+# tests/serving/test_launch_image.py); only tags that exist.
+TF_SERVING_IMAGES = {(2, 15): "tensorflow/serving:2.15.1", (2, 20): "tensorflow/serving:2.20.0"}
+# An export that records no TensorFlow predates the field: the oldest image is the nearest.
+DEFAULT_DOCKER_IMAGE = TF_SERVING_IMAGES[min(TF_SERVING_IMAGES)]
 SERVERS = ("auto", "docker", "tensorflow_model_server", "standin")
 DEFAULT_REST_API_PORT = 8501  # TF Serving's own defaults, so its documented commands work
 DEFAULT_GRPC_PORT = 8500
@@ -41,7 +61,8 @@ def build_parser():
     parser.add_argument("--port", type=int, default=DEFAULT_GRPC_PORT, help="gRPC port")
     parser.add_argument("--host", default="127.0.0.1", help="address the ports are bound to")
     parser.add_argument("--server", choices=SERVERS, default="auto")
-    parser.add_argument("--docker_image", default=DOCKER_IMAGE)
+    parser.add_argument("--docker_image", default=None,
+                        help="default: the TF Serving image built on the export's TensorFlow")
     parser.add_argument("--dry_run", action="store_true", help="print the command, do not run it")
     return parser
 
@@ -147,12 +168,105 @@ COMMANDS = {"docker": docker_command, "tensorflow_model_server": binary_command,
             "standin": standin_command}
 
 
-def build_command(args):
-    """(server, reason, argv) for the parsed launcher flags."""
+def build_command(args, server):
+    """The argv that starts server with the parsed launcher flags (args.docker_image chosen)."""
     base_path = os.path.abspath(args.model_base_path)  # TF Serving and Docker need absolute paths
     model_name = args.model_name or os.path.basename(base_path.rstrip("/")) or signature.DEFAULT_MODEL_NAME
-    server, reason = choose_server(args.server)
-    return server, reason, COMMANDS[server](args, base_path, model_name) + args.server_flags
+    return COMMANDS[server](args, base_path, model_name) + args.server_flags
+
+
+def tensorflow_minor(version):
+    """(major, minor) of a TensorFlow version ("2.20.0", "2.21.0-rc1"); None if it is not one."""
+    match = re.match(r"(\d+)\.(\d+)(?!\d)", version)
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def read_written_by(base):
+    """(version, TensorFlow that wrote it: "" if unrecorded) of the version TF Serving serves
+    in base (the highest), or None while base holds none; UnreadableSavedModel (exit 2)."""
+    version = export_versions.latest_version(base)
+    if version is None:
+        return None
+    version_dir = export_versions.version_dir(base, version)
+    return version, export_tensorflow.read_tensorflow_version(version_dir)
+
+
+def describe_written_by(base, written_by):
+    if written_by is None:
+        return f"{base} holds no version yet"
+    version, tensorflow = written_by
+    if not tensorflow:
+        return f"the export (version {version}) records no TensorFlow version"
+    if not tensorflow_minor(tensorflow):
+        return f"the export (version {version}) records TensorFlow {tensorflow!r}, not a version number"
+    return f"the export (version {version}) was written by TensorFlow {tensorflow}"
+
+
+def choose_docker_image(tensorflow, export):
+    """(image, why) for an export written by TensorFlow `tensorflow` ("" if unrecorded): the
+    oldest image built on its major.minor or a newer one, as TensorFlow promises no forward
+    compatibility (an older TF Serving may not load a newer export); LaunchError naming
+    export when every image is older."""
+    minor = tensorflow_minor(tensorflow)
+    if minor is None:
+        return DEFAULT_DOCKER_IMAGE, " (the oldest known; pass --docker_image to choose another)"
+    fitting = [key for key in sorted(TF_SERVING_IMAGES) if key >= minor]
+    if fitting and fitting[0] == minor:
+        return TF_SERVING_IMAGES[minor], ""
+    if fitting:
+        nearest = " (the oldest known built on TensorFlow %d.%d or newer)" % minor
+        return TF_SERVING_IMAGES[fitting[0]], nearest
+    newest = max(TF_SERVING_IMAGES)
+    raise LaunchError(
+        f"{export} was written by TensorFlow {tensorflow}, newer than the newest TF Serving image "
+        f"known here ({TF_SERVING_IMAGES[newest]}, TensorFlow %d.%d); pass --docker_image "
+        "tensorflow/serving:TAG of a release built on TensorFlow %d.%d or newer "
+        "(github.com/tensorflow/serving/releases), or export it again with TensorFlow %d.%d "
+        "(.venv-keras, --engine keras)" % (newest + minor + newest))
+
+
+def describe_docker_image(args, written_by):
+    """The line for Docker; sets args.docker_image, unless given, to the image for the export."""
+    line = describe_written_by(args.model_base_path, written_by)
+    if args.docker_image:
+        return f"{line}: image {args.docker_image} (--docker_image)"
+    if written_by is None:  # TF Serving waits for a version, which no one has written yet
+        args.docker_image, why = choose_docker_image("", args.model_base_path)
+    else:
+        version, tensorflow = written_by
+        export = export_versions.version_dir(args.model_base_path, version)
+        args.docker_image, why = choose_docker_image(tensorflow, export)
+    return f"{line}: image {args.docker_image}{why}"
+
+
+def describe_binary(args, written_by):
+    """The line for tensorflow_model_server, whose TensorFlow the launcher cannot see."""
+    line = describe_written_by(args.model_base_path, written_by)
+    minor = tensorflow_minor(written_by[1]) if written_by else None
+    if minor is None:
+        return line
+    return (f"{line}; note: the TensorFlow of tensorflow_model_server is not checked: it should "
+            "be %d.%d or newer (tensorflow_model_server --version says)" % minor)
+
+
+def describe_standin(args, written_by):
+    """The line for the stand-in, which loads the export with this environment's TensorFlow."""
+    try:
+        here = importlib.metadata.version("tensorflow")
+    except importlib.metadata.PackageNotFoundError:
+        here = "(not installed)"
+    line = (f"{describe_written_by(args.model_base_path, written_by)}; the stand-in runs this "
+            f"environment's TensorFlow {here}")
+    written, running = (tensorflow_minor(written_by[1]) if written_by else None), tensorflow_minor(here)
+    if written and running and running < written:
+        line += (", older than the export's: TensorFlow promises no forward compatibility "
+                 "(docs/serving.md, \"An export from TensorFlow 2.20 on TF Serving 2.15\")")
+    return line
+
+
+# server -> the line saying which TensorFlow wrote the export and what that means there.
+DESCRIBE_TENSORFLOW = {"docker": describe_docker_image, "tensorflow_model_server": describe_binary,
+                       "standin": describe_standin}
 
 
 def resolve_model_base(path):
@@ -174,14 +288,18 @@ def resolve_model_base(path):
 
 
 def plan_launch(args):
-    """(server, reason, argv) to run; LaunchError for a model path or a port that cannot work."""
+    """(server, reason, argv) to run; LaunchError (or UnreadableSavedModel) for a model path,
+    an export or a port that cannot work."""
     args.model_base_path, note = resolve_model_base(args.model_base_path)
     if note:
         print(f"serving.launch: {note}", flush=True)
     busy = None if args.dry_run else find_busy_port(args)
     if busy:
         raise LaunchError(busy)
-    return build_command(args)
+    server, reason = choose_server(args.server)
+    written_by = read_written_by(args.model_base_path)
+    print(f"serving.launch: {DESCRIBE_TENSORFLOW[server](args, written_by)}", flush=True)
+    return server, reason, build_command(args, server)
 
 
 def main(argv=None):

@@ -49,20 +49,22 @@ def test_launcher_prefers_tf_serving_and_says_which(fake_path, tmp_path, capsys,
     for name, exit_code in tools.items():
         write_fake_tool(fake_path, name, exit_code)
     assert launch.main(["--model_base_path", str(tmp_path), "--dry_run"]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith(f"serving.launch: starting {expected} (")
+    written_by, starting = capsys.readouterr().out.splitlines()[:2]
+    assert written_by.startswith(f"serving.launch: {tmp_path} holds no version yet")
+    assert starting.startswith(f"serving.launch: starting {expected} (")
     if expected == "standin":
-        assert "not TF Serving" in out
+        assert "not TF Serving" in starting
 
 
 def test_launch_commands_bind_loopback_and_name_the_model(tmp_path):
     base = tmp_path / "my_model"
     base.mkdir()
-    args = launch.build_parser().parse_args(["--model_base_path", str(base)])
+    args = launch.build_parser().parse_args(["--model_base_path", str(base),
+                                             "--docker_image", "tensorflow/serving:2.15.1"])
     docker = launch.docker_command(args, str(base), "my_model")
     assert "127.0.0.1:8501:8501" in docker and "127.0.0.1:8500:8500" in docker
     assert f"type=bind,source={base},target=/models/my_model,readonly" in docker
-    assert "MODEL_NAME=my_model" in docker and docker[-1] == launch.DOCKER_IMAGE
+    assert "MODEL_NAME=my_model" in docker and docker[-1] == "tensorflow/serving:2.15.1"
     assert launch.binary_command(args, str(base), "my_model")[1:] == [
         "--port=8500", "--rest_api_port=8501", "--model_name=my_model", f"--model_base_path={base}"]
     assert "--host=127.0.0.1" in launch.standin_command(args, str(base), "my_model")
