@@ -7,9 +7,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 VENV_KERAS := .venv-keras
 PY_KERAS := $(VENV_KERAS)/bin/python
+VENV_KERAS_TPU := .venv-keras-tpu
 WORK ?= work/demo
 
-.PHONY: venv venv-keras test test-keras demo bench lock lock-keras clean
+.PHONY: venv venv-keras venv-keras-tpu check-tpu-build test test-keras demo bench lock lock-keras lock-keras-tpu clean
 
 # Rebuilt only when the lock file changes (install_venv.sh: in a temporary directory,
 # renamed into place once the install succeeded).
@@ -21,9 +22,22 @@ $(VENV_KERAS)/.installed: requirements-keras.lock
 	VENV=$(VENV_KERAS) LOCK=requirements-keras.lock VENV_ENV=TF_USE_LEGACY_KERAS=1 \
 	  bash tools/install_venv.sh
 
+# The same environment with TensorFlow's TPU build and its libtpu (Dockerfile.keras, TPU VMs).
+$(VENV_KERAS_TPU)/.installed: requirements-keras-tpu.lock
+	VENV=$(VENV_KERAS_TPU) LOCK=requirements-keras-tpu.lock VENV_ENV=TF_USE_LEGACY_KERAS=1 \
+	  bash tools/install_venv.sh
+
 venv: $(VENV)/.installed
 
 venv-keras: $(VENV_KERAS)/.installed
+
+venv-keras-tpu: $(VENV_KERAS_TPU)/.installed
+
+# The TPU lock installs and TensorFlow imports from it, libtpu loaded, without aborting, on a
+# machine without a TPU: TPU_SKIP_MDS_QUERY=1 spares libtpu minutes of asking the GCE metadata
+# server for a TPU's topology (trainer/cloud/libtpu_pair.py; docs/cloud.md).
+check-tpu-build: $(VENV_KERAS_TPU)/.installed
+	TPU_SKIP_MDS_QUERY=1 $(VENV_KERAS_TPU)/bin/python -m trainer.cloud.libtpu_pair --import
 
 # Two pytest-xdist workers, one test file each at a time (--dist loadfile: a module's fixtures
 # are set up once): the suite is mostly one core's work, and CI has two (docs/development.md).
@@ -54,6 +68,13 @@ lock:
 lock-keras:
 	uv pip compile requirements-keras.in --python-version 3.11 \
 	  --python-platform x86_64-manylinux_2_28 --generate-hashes -o requirements-keras.lock
+
+# Re-resolve requirements-keras-tpu.lock against requirements-keras.lock (needs uv on PATH).
+# libtpu's wheels are manylinux_2_31 (glibc 2.31: TPU VMs' Ubuntu 22.04, Dockerfile.keras' Debian 12).
+lock-keras-tpu:
+	uv pip compile requirements-keras-tpu.in -c requirements-keras.lock --python-version 3.11 \
+	  --python-platform x86_64-manylinux_2_31 --generate-hashes --no-emit-package tensorflow \
+	  -o requirements-keras-tpu.lock
 
 clean:
 	rm -rf work .pytest_cache

@@ -19,12 +19,16 @@ from common import console
 VERBOSITY = console.quiet_unless_verbose()  # before TensorFlow loads: it reads the environment once
 
 from common.user_errors import UserError  # noqa: E402
+from trainer.cloud import libtpu_pair  # noqa: E402  (no TensorFlow)
 from trainer.settings import flags  # noqa: E402  (no TensorFlow: --help and typos answer at once)
 
 
 def main(argv=None):
     console.configure_logging(VERBOSITY)
     typed, config_file = flags.parse_flags(sys.argv[1:] if argv is None else argv)
+    # A TPU build of TensorFlow beside a libtpu it cannot run with aborts the process as it
+    # loads: say so first, in one line.
+    console.exit_on_user_error(libtpu_pair.check_installed_pair)
     # TensorFlow loads only now that the flags have parsed.
     from trainer.run import failures
     from trainer.report import summary

@@ -28,8 +28,10 @@ from trainer.settings import flags, table
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 REGISTRY = "us-central1-docker.pkg.dev/YOUR_PROJECT/tpu-image-classifier"
-IMAGES = {"Dockerfile": f"{REGISTRY}/trainer:tf2.15", "Dockerfile.keras": f"{REGISTRY}/trainer-keras:tf2.21"}
-LOCKS = {"Dockerfile": "requirements.lock", "Dockerfile.keras": "requirements-keras.lock"}
+IMAGES = {"Dockerfile": f"{REGISTRY}/trainer:tf2.15", "Dockerfile.keras": f"{REGISTRY}/trainer-keras:tf2.20"}
+LOCKS = {"Dockerfile": "requirements.lock", "Dockerfile.keras": "requirements-keras-tpu.lock"}
+# The TensorFlow distribution each lock installs (the Keras image's is the TPU build).
+TENSORFLOW_OF = {"requirements.lock": "tensorflow", "requirements-keras-tpu.lock": "tensorflow-tpu"}
 # Google's table of TensorFlow version -> libtpu.so version (https://cloud.google.com/tpu/docs/runtimes,
 # read 2026-11-24), for the TensorFlow the Dockerfile's lock pins.
 LIBTPU_FOR_TF = {"2.15.0": "1.9.0", "2.15.1": "1.9.0"}
@@ -122,11 +124,22 @@ def test_tpu_runtime_of_the_tf215_image_matches_the_lock():
     assert 'fetch_pinned.py "$LIBTPU_URL" "$LIBTPU_SHA256" /lib/libtpu.so' in runs
 
 
-def test_tpu_runtime_of_the_keras_image_matches_its_lock():
-    args = build_args((ROOT / "Dockerfile.keras").read_text())
-    if not (ROOT / "requirements-keras.lock").exists():
-        pytest.skip("requirements-keras.lock (the Keras engine's environment) has not landed")
-    assert args["TF_TPU_VERSION"] == lock_pin("requirements-keras.lock", "tensorflow")
+def test_the_keras_image_is_its_lock_and_nothing_filled_in_by_hand():
+    """Every file of the Keras image comes from requirements-keras-tpu.lock, by hash: no
+    build argument, no download, no placeholder (tests/cloud/test_tpu_lock.py checks that lock)."""
+    text = (ROOT / "Dockerfile.keras").read_text()
+    steps = instructions(text)
+    assert not [rest for keyword, rest in steps if keyword == "ARG"]
+    assert "FILL_IN" not in text and "http" not in " ".join(rest for _, rest in steps)
+    pip_installs = [rest for keyword, rest in steps if keyword == "RUN" and "pip install" in rest]
+    assert [p for p in pip_installs if "-r " in p] == [p for p in pip_installs if "requirements-keras-tpu.lock" in p]
+
+
+@pytest.mark.parametrize("dockerfile", sorted(LOCKS))
+def test_image_tag_names_the_tensorflow_of_its_lock(dockerfile):
+    lock = LOCKS[dockerfile]
+    major_minor = ".".join(lock_pin(lock, TENSORFLOW_OF[lock]).split(".")[:2])
+    assert IMAGES[dockerfile].endswith(f":tf{major_minor}"), (IMAGES[dockerfile], lock)
 
 
 @pytest.fixture(scope="module")

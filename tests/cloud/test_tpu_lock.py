@@ -1,0 +1,90 @@
+"""The Keras environment's two locks: the CPU one make test-keras installs and the TPU one
+Dockerfile.keras and TPU VMs install, which must be the same TensorFlow and the same
+everything else; and the libtpu check that runs before TensorFlow loads.
+
+    .venv/bin/python -m pytest tests/cloud/test_tpu_lock.py
+"""
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+from trainer.cloud import libtpu_pair
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CPU_LOCK, TPU_LOCK = ROOT / "requirements-keras.lock", ROOT / libtpu_pair.TPU_LOCK
+TPU_ONLY = {"tensorflow-tpu", "libtpu"}
+
+
+def pins(path):
+    """{package: version} of a lock or requirements file (its `name==version` lines)."""
+    return dict(re.findall(r"^([A-Za-z0-9][\w.-]*)==([\w.]+)", path.read_text(), re.M))
+
+
+def test_the_two_locks_agree_on_every_other_package():
+    cpu, tpu = pins(CPU_LOCK), pins(TPU_LOCK)
+    assert "tensorflow" not in tpu, "tensorflow-tpu is TensorFlow here: the lock must not install both"
+    assert tpu["tensorflow-tpu"] == cpu["tensorflow"]
+    assert {name: v for name, v in tpu.items() if name not in TPU_ONLY} == \
+        {name: v for name, v in cpu.items() if name != "tensorflow"}
+
+
+def test_the_locked_libtpu_is_the_pair_the_trainer_checks():
+    tpu = pins(TPU_LOCK)
+    assert libtpu_pair.LIBTPU_FOR_TF_TPU[tpu["tensorflow-tpu"]] == tpu["libtpu"]
+    assert pins(ROOT / "requirements-keras-tpu.in")["libtpu"] == tpu["libtpu"]
+
+
+def test_the_tpu_lock_pins_every_file_by_hash():
+    text = TPU_LOCK.read_text()
+    for name in pins(TPU_LOCK):
+        block = re.search(rf"^{re.escape(name)}==[\w.]+ \\\n((?:    --hash=sha256:[0-9a-f]{{64}}.*\n)+)", text, re.M)
+        assert block, f"{name} has no sha256 in {TPU_LOCK.name}"
+
+
+def fake_distributions(path, **versions):
+    """A directory whose *.dist-info make importlib.metadata report these versions first."""
+    for name, version in versions.items():
+        info = path / f"{name.replace('-', '_')}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    return path
+
+
+def run_trainer(tmp_path, site, **env):
+    command = [sys.executable, "-m", "trainer.task", "--engine", "keras", "--train_data_path",
+               str(tmp_path / "none-*"), "--eval_data_path", str(tmp_path / "none-*"),
+               "--output_dir", str(tmp_path / "out")]
+    environ = {**os.environ, "PYTHONPATH": str(site), **env}
+    return subprocess.run(command, capture_output=True, text=True, env=environ, cwd=ROOT, timeout=120)
+
+
+@pytest.mark.parametrize("libtpu, found", [("0.0.52", "libtpu 0.0.52 is installed"),
+                                           (None, "libtpu is not installed")])
+def test_a_libtpu_the_tpu_build_cannot_run_with_is_one_line_before_tensorflow_loads(tmp_path, libtpu, found):
+    tf_version = next(iter(libtpu_pair.LIBTPU_FOR_TF_TPU))
+    versions = {"tensorflow-tpu": tf_version} | ({"libtpu": libtpu} if libtpu else {})
+    result = run_trainer(tmp_path, fake_distributions(tmp_path / "site", **versions))
+    wanted = libtpu_pair.LIBTPU_FOR_TF_TPU[tf_version]
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr == (f"error: tensorflow-tpu {tf_version} runs with libtpu {wanted} "
+                             f"({libtpu_pair.TPU_LOCK}), but {found}: `import tensorflow` could abort "
+                             f"or hang; install the lock (pip install --no-deps --require-hashes -r "
+                             f"{libtpu_pair.TPU_LOCK}), or set TPU_LOAD_LIBRARY=0 to run without the TPU\n")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_pinned_pair_or_tpu_load_library_0_passes_the_check(tmp_path):
+    tf_version = next(iter(libtpu_pair.LIBTPU_FOR_TF_TPU))
+    site = fake_distributions(tmp_path / "site", **{"tensorflow-tpu": tf_version, "libtpu": "0.0.52"})
+    result = run_trainer(tmp_path, site, TPU_LOAD_LIBRARY="0")
+    # Past the check: the next line is about the data, which is not there.
+    assert result.returncode == 2 and "libtpu" not in result.stderr and "none-*" in result.stderr
+    pinned = fake_distributions(tmp_path / "pinned", **{"tensorflow-tpu": tf_version,
+                                                        "libtpu": libtpu_pair.LIBTPU_FOR_TF_TPU[tf_version]})
+    check = subprocess.run([sys.executable, "-m", "trainer.cloud.libtpu_pair"], capture_output=True,
+                           text=True, cwd=ROOT, timeout=60, env={**os.environ, "PYTHONPATH": str(pinned)})
+    assert check.returncode == 0 and check.stdout.startswith(f"tensorflow-tpu {tf_version} with libtpu ")
