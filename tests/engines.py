@@ -1,4 +1,4 @@
-"""Which trainer engines this environment can run: .venv has both; .venv-keras (TensorFlow 2.21,
+"""Which trainer engines this environment can run: .venv has both; .venv-keras (TensorFlow 2.20,
 make test-keras) has no tensorflow-estimator, so a test that needs the Estimator engine is
 skipped there, saying why, instead of failing.
 

@@ -234,7 +234,7 @@ def format_regression(result):
 
 
 # MessageToDict's option that prints fields left at their default: renamed in protobuf 5.26
-# (TensorFlow 2.21's protobuf 6: .venv-keras); TensorFlow 2.15's protobuf 4 has the old name.
+# (TensorFlow 2.20's protobuf 6: .venv-keras); TensorFlow 2.15's protobuf 4 has the old name.
 _NEW_NAME = "always_print_fields_with_no_presence"
 PRINT_DEFAULTS = ({_NEW_NAME: True} if _NEW_NAME in inspect.signature(json_format.MessageToDict).parameters
                   else {"including_default_value_fields": True})

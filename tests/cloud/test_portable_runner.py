@@ -12,6 +12,7 @@ the default runner. The FlinkRunner route itself: docs/cloud.md "Beam beyond Dat
 import json
 import os
 import pathlib
+from importlib import metadata
 import socket
 import subprocess
 import sys
@@ -28,8 +29,12 @@ from tests.conftest import LABELS, NUM_GOOD_IMAGES, free_port, make_jpeg_bytes
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 STARTUP_SECONDS = 90  # the job service imports Beam first (a few seconds here)
-# The Flink versions Beam 2.72's FlinkRunner accepts; docs/cloud.md lists the same.
-FLINK_VERSIONS = ["1.17", "1.18", "1.19", "1.20"]
+# The Flink versions each pinned Beam's FlinkRunner accepts (2.72: requirements.lock, 2.77:
+# the Keras environment's locks); docs/cloud.md's table lists the same.
+FLINK_VERSIONS_OF_BEAM = {"2.72.0": ["1.17", "1.18", "1.19", "1.20"],
+                          "2.77.0": ["1.19", "1.20", "2.0", "2.1", "2.2"]}
+BEAM_VERSION = metadata.version("apache-beam")
+FLINK_VERSIONS = FLINK_VERSIONS_OF_BEAM[BEAM_VERSION]
 
 
 def wait_for_port(port, process, log_path):
@@ -164,4 +169,5 @@ def test_the_documented_flink_flags_pass_the_entry_points_check():
              "--parallelism", "4"]
     beam_pipeline.check_pipeline_flags(flags, ["--input_csv", "--output_dir"])  # no error
     assert FlinkRunnerOptions.PUBLISHED_FLINK_VERSIONS == FLINK_VERSIONS
-    assert "1.17, 1.18, 1.19 and 1.20" in (ROOT / "docs/cloud.md").read_text()
+    row = f"| {BEAM_VERSION} | {', '.join(FLINK_VERSIONS)} "
+    assert row in (ROOT / "docs/cloud.md").read_text()

@@ -93,7 +93,7 @@ def unseed_process():
     random.seed()
     np.random.seed()
     tf.random.set_seed(None)
-    # TensorFlow exports enable_op_determinism only; its counterpart lives beside it (2.15-2.21).
+    # TensorFlow exports enable_op_determinism only; its counterpart lives beside it (2.15-2.20).
     tf_config.disable_op_determinism()
 
 
