@@ -8,16 +8,17 @@ input_fn yields (features, labels), every shape static:
                       bfloat16 if use_bfloat16. Values in [-1, 1] (image_ops).
   features["weight"]  float32 [B]: 1.0 for a real example, 0.0 for eval padding.
   labels              int32 [B], 0-based (common/record_schema.py).
-B is params["batch_size"]: the per-core (PER_HOST_V2) batch TPUEstimator passes, or the
-global batch the Keras engine's strategy splits across its replicas.
+B is params["batch_size"]: the per-replica batch, which TPUEstimator (PER_HOST_V2) and the
+Keras engine (trainer/keras/input_context.py) both pass; one replica's is the global batch.
 
 params keys read here (defaults live in trainer/settings/table.py, nowhere else):
   num_classes      int: from labels.txt (or --num_classes); every label is checked to be below it.
   label_offset     int: subtracted from each record's image/class/label (1 for tensorflow/tpu's
                    1-based ImageNet records, trainer/data/byo_records.py); 0 for this project's.
-  batch_size       set by TPUEstimator: examples per batch this input_fn yields.
-  context          set by TPUEstimator on TPU only: a TPUContext; the dataset is
-                   sharded across input_fn invocations (one per host) when it has several.
+  batch_size       set by TPUEstimator or the Keras engine: examples per batch this input_fn yields.
+  context          set by TPUEstimator on TPU only (a TPUContext), and by the Keras engine (its
+                   PipelineContext); the dataset is sharded across input_fn invocations
+                   (one per host) when it has several.
   image_size       int: side S of the square model input, in pixels.
   min_crop_area    float in (0, 1]: the training crop covers at least this
                    fraction of the image area (1.0 = no crop on square images).

@@ -1,14 +1,16 @@
 """Complete, weighted evaluation: every eval image counted once, each padding row weighted 0.
 
 The eval pipeline (trainer/data/input.py) pads the last batch with zero-weight rows and
-yields ceil(N / eval_batch_size) global batches; the strategy splits each across its
-replicas. Each replica returns weighted sums (trainer/objective/metrics.py batch_sums),
-summed across replicas and then, in float64, over the batches: accuracy, top-k,
-mean per-class accuracy and cross entropy are ratios of those sums, so padding counts
-for nothing. "loss" is the Estimator's: the mean over batches of the training loss
-(label smoothing and weight decay included). The checkpoint's weights (its moving
-averages, when kept) are read into the network for the pass and the training weights
-put back after it. Scalars go to TensorBoard under OUT/eval, as Estimator writes them.
+runs ceil(N / eval_batch_size) steps of eval_batch_size examples: each input pipeline
+(host) feeds its replicas per-replica batches of its share of the records
+(trainer/keras/input_context.py). Each replica returns weighted sums
+(trainer/objective/metrics.py batch_sums), summed across replicas and then, in float64,
+over the steps: accuracy, top-k, mean per-class accuracy and cross entropy are ratios of
+those sums, so padding counts for nothing. "loss" is the Estimator's: the mean over
+batches of the training loss (label smoothing and weight decay included). The
+checkpoint's weights (its moving averages, when kept) are read into the network for the
+pass and the training weights put back after it. Scalars go to TensorBoard under
+OUT/eval, as Estimator writes them.
 
     .venv/bin/python -m trainer.task --engine keras --mode evaluate --output_dir OUT
 """
@@ -16,17 +18,19 @@ import numpy as np
 import tensorflow as tf
 
 from trainer.data import input as input_lib
-from trainer.keras import checkpoint as checkpoint_lib
+from trainer.keras import checkpoint as checkpoint_lib, input_context
 from trainer.objective import loss as loss_lib, metrics
 from trainer.report import eval_pictures
 from trainer.run import checkpoints
 
 
 def make_eval_dataset(params, strategy):
+    """One pass over the eval set, eval_batch_size examples a step: each input pipeline
+    (host) reads its share of the records, padded to the same number of steps as every
+    other's (trainer/data/input.py make_eval_dataset), so all stop together."""
     input_fn = input_lib.make_input_fn(params["eval_data_path"], input_lib.EVAL,
                                        num_examples=params["num_eval_examples"])
-    dataset = input_fn(dict(params, batch_size=params["eval_batch_size"]))
-    return strategy.experimental_distribute_dataset(dataset)
+    return input_context.distribute_input_fn(strategy, input_fn, params, params["eval_batch_size"])
 
 
 def make_eval_step(network, strategy, params):

@@ -25,6 +25,7 @@ import time
 import tensorflow as tf
 
 from trainer.data import input as input_lib
+from trainer.keras import input_context
 from trainer.report import eval_pictures
 from trainer.run import progress
 
@@ -32,13 +33,14 @@ _PROGRESS = logging.getLogger("trainer.run.progress")  # the Estimator engine's 
 
 
 def make_train_iterator(params, strategy, start_step=0):
-    """An iterator over trainer/data/input.py's TRAIN pipeline in global batches of
-    train_batch_size, which the strategy splits across its replicas; seeded (--seed) by
-    the step it starts at, as the Estimator engine seeds each round's."""
+    """An iterator over trainer/data/input.py's TRAIN pipeline, train_batch_size examples a
+    step: each input pipeline (host) reads its own files in per-replica batches
+    (trainer/keras/input_context.py); seeded (--seed) by the step it starts at, as the
+    Estimator engine seeds each round's."""
     input_fn = input_lib.make_input_fn(params["train_data_path"], input_lib.TRAIN,
                                        seed=input_lib.train_seed(params["seed"], start_step))
-    dataset = input_fn(dict(params, batch_size=params["train_batch_size"]))
-    return iter(strategy.experimental_distribute_dataset(dataset))
+    return iter(input_context.distribute_input_fn(strategy, input_fn, params,
+                                                  params["train_batch_size"]))
 
 
 def make_train_function(model, strategy):

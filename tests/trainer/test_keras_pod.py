@@ -1,0 +1,136 @@
+"""Pods: one host, one share. Two worker processes under MultiWorkerMirroredStrategy, each
+reading only its half of the files through the Keras engine's own input and train functions.
+
+MultiWorkerMirroredStrategy is the one multi-host strategy that runs on CPU: each worker
+stands in for a host of a TPU pod, whose TPUStrategy calls the same dataset_fn once per
+host (trainer/keras/input_context.py). The four training files each hold one label, so the
+labels a worker trained on name the files it read. Its evaluation pass counts each eval
+record once across both workers, both stopping after the same number of steps.
+
+    .venv-keras/bin/python -m pytest tests/trainer/test_keras_pod.py
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.conftest import free_ports
+from tests.trainer.conftest import TINY_FLAGS, as_argv
+from trainer import chain
+
+FILES = ("f0", "f1", "f2", "f3")  # record i is in file i % 4 and has label i % 4: a label names its file
+RECORDS_PER_FILE = 8
+NUM_EVAL = 11  # 6 records for one worker, 5 for the other: both pad to the same 2 steps
+TRAIN_BATCH = 8  # global: 4 a worker
+CALLS = (1, 3)  # train function calls of 1 and 3 steps: 16 examples a worker, its two files once
+TIMEOUT = 120  # seconds: a worker waiting on a collective its peer never joins fails the test
+
+WORKER_SCRIPT = r"""
+import json, sys
+import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()  # from TF_CONFIG, before any other op
+from trainer.data import input as input_lib
+from trainer.keras import evaluate, model as model_lib, train
+params, calls = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+input_fn_calls = []  # [mode, batch_size, the context's deployment] of each input_fn call here
+make_input_fn = input_lib.make_input_fn
+
+def recording_make_input_fn(file_pattern, mode, **kwargs):
+    input_fn = make_input_fn(file_pattern, mode, **kwargs)
+
+    def recorded_input_fn(params):
+        context = params.get("context")
+        deployment = context and list(context.current_input_fn_deployment())
+        input_fn_calls.append([mode, params["batch_size"], deployment])
+        return input_fn(params)
+    return recorded_input_fn
+
+input_lib.make_input_fn = recording_make_input_fn
+model = model_lib.build_training_model(params, strategy)
+seen = tf.Variable(tf.zeros([params["num_classes"]], tf.int64))  # this worker's labels, by class
+batches = tf.Variable(tf.zeros([0], tf.int32), shape=[None])  # its replica's batch sizes, in order
+engine_train_step = model.train_step
+
+def counting_train_step(batch):
+    labels = batch[1]
+    seen.assign_add(tf.math.bincount(labels, minlength=params["num_classes"], dtype=tf.int64))
+    batches.assign(tf.concat([batches, tf.shape(labels)[:1]], 0))
+    return engine_train_step(batch)
+
+model.train_step = counting_train_step
+train_function = train.make_train_function(model, strategy)
+with strategy.scope():
+    iterator = train.make_train_iterator(params, strategy, start_step=0)
+for steps in calls:
+    logs = train_function(iterator, tf.constant(steps, tf.int64))
+eval_step = evaluate.make_eval_step(model.network, strategy, params)
+_, confusion = evaluate.run_eval_pass(eval_step, evaluate.make_eval_dataset(params, strategy), params)
+print(json.dumps({"input_fn_calls": input_fn_calls, "seen": seen.numpy().tolist(),
+                  "batches": batches.numpy().tolist(), "step": int(model.step.numpy()),
+                  "replicas": strategy.num_replicas_in_sync, "loss": float(logs["loss"]),
+                  "eval_labels": confusion.sum(axis=1).tolist()}))
+"""
+
+
+@pytest.fixture
+def pod_params(write_tfrecord_dataset, tmp_path):
+    data = write_tfrecord_dataset({"train": len(FILES) * RECORDS_PER_FILE, "eval": NUM_EVAL},
+                                  labels=FILES, size=20, shards=len(FILES))
+    return chain.parse_params(as_argv(dict(
+        TINY_FLAGS, train_data_path=f"{data}/train-*", eval_data_path=f"{data}/eval-*",
+        output_dir=tmp_path / "out", engine="keras", train_batch_size=TRAIN_BATCH,
+        seed=1)))  # seeded: ordered reads, the same stream each time
+
+
+def wait_for(processes):
+    """{name: (return code, stdout, stderr)} once every process has exited; any still running
+    after TIMEOUT (a worker waiting on a collective its peer never joins) is killed."""
+    try:
+        outputs = {name: process.communicate(timeout=TIMEOUT) for name, process in processes.items()}
+    finally:
+        for process in processes.values():
+            process.kill()
+    return {name: (processes[name].returncode, *output) for name, output in outputs.items()}
+
+
+def run_workers(params, repo_root):
+    """Each worker's JSON report, once both have exited."""
+    cluster = {"worker": [f"localhost:{port}" for port in free_ports(2)]}
+    results = wait_for({i: subprocess.Popen(
+        [sys.executable, "-c", WORKER_SCRIPT, json.dumps(params), json.dumps(CALLS)], cwd=repo_root,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
+                 TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})))
+        for i in range(2)})
+    for i, (returncode, _, stderr) in results.items():
+        assert returncode == 0, f"worker {i}:\n{stderr[-3000:]}"
+    return [json.loads(results[i][1].strip().splitlines()[-1]) for i in range(2)]
+
+
+@pytest.mark.timeout(2 * TIMEOUT)
+def test_each_worker_trains_on_its_half_of_the_files_and_evaluates_its_share(pod_params, repo_root):
+    first, second = run_workers(pod_params, repo_root)
+    steps = sum(CALLS)
+    assert first["replicas"] == second["replicas"] == 2
+    assert first["step"] == second["step"] == steps  # both finished every step, together
+    # Each worker called input.py's input_fn once per mode, as a host of TPUEstimator's
+    # PER_HOST_V2 input: the per-replica batch, and its own (index, count, replicas) to shard by.
+    for index, report in enumerate((first, second)):
+        assert report["input_fn_calls"] == [[mode, TRAIN_BATCH // 2, [None, index, 2, 1]]
+                                            for mode in ("train", "eval")]
+    # Input pipeline i reads files i and i + 2 (input.py shards the sorted files), each once:
+    # 16 examples a worker in 4 steps of 4, its two files' 8 records each, no other file's.
+    # (experimental_distribute_dataset's auto-sharding splits these 4 files alike, with the
+    # input_fn called with the global batch; the calls above and the eval counts tell them apart.)
+    assert first["seen"] == [RECORDS_PER_FILE, 0, RECORDS_PER_FILE, 0]
+    assert second["seen"] == [0, RECORDS_PER_FILE, 0, RECORDS_PER_FILE]
+    # Every step, each replica's batch is half of --train_batch_size: together, the global batch.
+    assert first["batches"] == second["batches"] == [TRAIN_BATCH // 2] * steps
+    assert np.isfinite(first["loss"]) and first["loss"] == second["loss"]  # the mean over both
+    # The eval pass counts each of the 11 records once across the workers (record i has label
+    # i % 4), the padding none; both workers get the same all-reduced sums.
+    assert first["eval_labels"] == second["eval_labels"] == [3, 3, 3, 2]
+
