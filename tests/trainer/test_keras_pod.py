@@ -1,11 +1,16 @@
 """Pods: one host, one share. Two worker processes under MultiWorkerMirroredStrategy, each
-reading only its half of the files through the Keras engine's own input and train functions.
+reading only its half of the files through the Keras engine's own input and train functions;
+and the trainer command refusing a TF_CONFIG of several trainers with --engine keras.
 
 MultiWorkerMirroredStrategy is the one multi-host strategy that runs on CPU: each worker
 stands in for a host of a TPU pod, whose TPUStrategy calls the same dataset_fn once per
 host (trainer/keras/input_context.py). The four training files each hold one label, so the
 labels a worker trained on name the files it read. Its evaluation pass counts each eval
 record once across both workers, both stopping after the same number of steps.
+
+The trainer itself is one client (its lock, params.json, checkpoints and exports): a TF_CONFIG
+of several chief/worker tasks, which used to train as one machine each, is refused in one line;
+a single task (gcloud local train's) trains as before.
 
     .venv-keras/bin/python -m pytest tests/trainer/test_keras_pod.py
 """
@@ -134,3 +139,54 @@ def test_each_worker_trains_on_its_half_of_the_files_and_evaluates_its_share(pod
     # i % 4), the padding none; both workers get the same all-reduced sums.
     assert first["eval_labels"] == second["eval_labels"] == [3, 3, 3, 2]
 
+
+def start_trainer(argv, tf_config):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_CONFIG=json.dumps(tf_config))
+    return subprocess.Popen([sys.executable, "-m", "trainer.task", "--engine=keras", *map(str, argv)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+# No process listens at these addresses: the Keras engine never connects to a TF_CONFIG cluster.
+REFUSED = {
+    "two_workers": ({"cluster": {"worker": ["host0:2222", "host1:2222"]},
+                     "task": {"type": "worker", "index": 1}},
+                    "--engine keras with 2 chief/worker tasks in TF_CONFIG (task worker/1): the Keras "
+                    "engine runs as one client; on a TPU pod start it on one host (worker 0) with "
+                    "--use_tpu --tpu NAME (TPUStrategy then feeds each host its share); multi-worker "
+                    "CPU/GPU training is not supported"),
+    "chief_and_worker": ({"cluster": {"chief": ["host0:2222"], "worker": ["host1:2222"]},
+                          "task": {"type": "chief", "index": 0}},
+                         "--engine keras with 2 chief/worker tasks in TF_CONFIG (task chief/0)"),
+    "parameter_server": ({"cluster": {"chief": ["host0:2222"], "ps": ["host1:2222"]},
+                          "task": {"type": "chief", "index": 0}},
+                         "--engine keras with a parameter-server cluster in TF_CONFIG (task chief/0)"),
+}
+
+
+def test_a_cluster_of_several_trainers_is_refused_in_one_line(tiny_dataset, tmp_path):
+    """A multi-worker TF_CONFIG used to run a whole training on each task, as if alone (only a
+    parameter-server cluster was refused)."""
+    def argv(name):
+        return as_argv(dict(TINY_FLAGS, train_data_path=f"{tiny_dataset}/train-*",
+                            eval_data_path=f"{tiny_dataset}/eval-*", output_dir=tmp_path / name))
+    # Started at once: TensorFlow's start-up is most of each.
+    results = wait_for({name: start_trainer(argv(name), config) for name, (config, _) in REFUSED.items()})
+    for name, (returncode, _, stderr) in results.items():
+        assert returncode == 2 and "Traceback" not in stderr, f"{name}:\n{stderr[-3000:]}"
+        assert len(stderr.strip().splitlines()) == 1 and REFUSED[name][1] in stderr, f"{name}: {stderr}"
+        assert not (tmp_path / name).exists()  # refused before anything is written
+
+
+def test_a_single_task_tf_config_trains_as_one_machine(tiny_dataset, tmp_path):
+    """gcloud ai-platform local train's TF_CONFIG (a chief, no cluster), and a cluster of one chief."""
+    configs = {"gcloud": {"task": {"type": "chief"}},
+               "one_chief": {"cluster": {"chief": ["host0:2222"]}, "task": {"type": "chief", "index": 0}}}
+
+    def argv(name):
+        return as_argv(dict(TINY_FLAGS, train_data_path=f"{tiny_dataset}/train-*", mode="train",
+                            eval_data_path=f"{tiny_dataset}/eval-*", train_steps=2,
+                            output_dir=tmp_path / name))
+    results = wait_for({name: start_trainer(argv(name), config) for name, config in configs.items()})
+    for name, (returncode, _, stderr) in results.items():
+        assert returncode == 0, f"{name}:\n{stderr[-3000:]}"
+        assert (tmp_path / name / "model.ckpt-2.index").exists(), name

@@ -41,6 +41,12 @@ def is_ps_cluster(tf_config):
     return bool((tf_config.get("cluster") or {}).get("ps"))
 
 
+def count_trainer_tasks(tf_config):
+    """The chief, master and worker tasks of TF_CONFIG's cluster: the processes that train."""
+    cluster = tf_config.get("cluster") or {}
+    return sum(len(cluster.get(task_type) or ()) for task_type in TRAINER_TYPES)
+
+
 def device_filters(tf_config):
     """The tasks a trainer's sessions may talk to: the ps and itself (None for other roles).
 
@@ -71,4 +77,5 @@ def make_session_config(tf_config):
 if __name__ == "__main__":
     config = read_tf_config()
     print(json.dumps({"task": task_of(config), "is_ps_cluster": is_ps_cluster(config),
+                      "trainer_tasks": count_trainer_tasks(config),
                       "device_filters": device_filters(config)}))

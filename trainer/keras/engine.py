@@ -64,13 +64,22 @@ class KerasEngine:
 
 
 def check_cluster():
-    """ClusterError for a parameter-server TF_CONFIG: the Keras engine runs as one task."""
+    """ClusterError for a TF_CONFIG of several training processes (a parameter-server or a
+    multi-worker cluster): the Keras engine, like the run directory it keeps (lock, params.json,
+    checkpoints, exports), is one client. A single task (gcloud local train's) runs as one."""
     config = tf_config.read_tf_config()
+    task_type, index = tf_config.task_of(config)
     if tf_config.is_ps_cluster(config):
-        task_type, index = tf_config.task_of(config)
         raise tf_config.ClusterError(f"--engine keras with a parameter-server cluster in TF_CONFIG "
                                      f"(task {task_type}/{index}): the Keras engine runs as one task "
                                      f"(one TPU host or one machine); use --engine estimator")
+    trainers = tf_config.count_trainer_tasks(config)
+    if trainers > 1:
+        raise tf_config.ClusterError(
+            f"--engine keras with {trainers} chief/worker tasks in TF_CONFIG (task {task_type}/{index}): "
+            f"the Keras engine runs as one client; on a TPU pod start it on one host (worker 0) with "
+            f"--use_tpu --tpu NAME (TPUStrategy then feeds each host its share); multi-worker "
+            f"CPU/GPU training is not supported")
 
 
 def run(params):
