@@ -166,6 +166,13 @@ def test_page_is_self_contained_and_shows_every_part():
     assert re.search(r"<td[^>]*>2</td>", page)  # the matrix's one off-diagonal cell
 
 
+def test_training_accuracy_is_named_once_in_the_legend():
+    page = make_page()
+    page.training_scalars["train_accuracy"] = [(1, 0.25), (3, 0.5)]
+    legend = re.findall(r">(train [^<]*)<", report_html.render_page(page))
+    assert "train accuracy" in legend and not [name for name in legend if "train_" in name]
+
+
 @pytest.mark.parametrize("case, message", [
     ("missing", "does not exist"), ("not_a_run", "is not a run directory"),
     ("no_eval_data", "no eval data: '/nowhere/eval-*' matches no files"), ("no_export", "has no export yet")])

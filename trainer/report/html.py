@@ -92,9 +92,14 @@ def eval_series(eval_results, key, name, color):
     return report_svg.Series(name, sorted(points), color)
 
 
+def training_series_name(tag):
+    """A training scalar's legend: "train accuracy" for TensorBoard's train_accuracy tag."""
+    return "train " + tag.removeprefix("train_").replace("_", " ")
+
+
 def curves_html(page):
     """An accuracy chart (eval, and any training accuracy) and a loss chart (training and eval)."""
-    train_accuracy = [report_svg.Series(f"train {tag}", points, color) for (tag, points), color in
+    train_accuracy = [report_svg.Series(training_series_name(tag), points, color) for (tag, points), color in
                       zip(sorted((t, p) for t, p in page.training_scalars.items()
                                  if t.endswith("accuracy")), ACCURACY_COLORS[1:])]
     markers = [(page.export_step, f"{page.export_kind} export")]
