@@ -10,10 +10,19 @@ import typing
 
 import apache_beam as beam
 from apache_beam.metrics.metric import Metrics, MetricsFilter
+from apache_beam.ml.inference import base as inference_base
 from apache_beam.ml.inference.base import (
     KeyedModelHandler, ModelHandler, PredictionResult, RunInference)
 
 from common import export_predictor, prediction_inputs, prediction_records
+
+# Beam 2.77 imports the standard `resource` module in one try with its torch-based
+# ModelManager, so without torch (.venv-keras) it takes `resource` to be missing: RunInference
+# then warns "Resource module is not available ..." for every batch and reports its memory as 0.
+# The module is there on Linux: hand it back.
+if inference_base.__dict__.get("resource", ...) is None:
+    import resource
+    inference_base.resource = resource
 
 METRICS_NAMESPACE = "batch_predict"
 ERRORS_TAG = "errors"
