@@ -19,7 +19,9 @@ import importlib.util
 import logging
 import os
 import re
+import signal
 import sys
+import threading
 import warnings
 
 # The packages of this project: their INFO lines are the ones a person reads.
@@ -273,43 +275,125 @@ def exit_with_error(err):
 
 
 INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C ended
+TERMINATED_EXIT_CODE = 143  # 128 + SIGTERM, as a shell reports a command SIGTERM ended
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised by exit_on_interrupt's handler: the machine is being taken (a preempted
+    or spot TPU VM, a Vertex AI or GKE job stopped or moved). A BaseException, as
+    KeyboardInterrupt is: no `except Exception` on the way up swallows it."""
+
+
+class TerminationState:
+    """What this process knows of SIGTERM: whether it came, and how many blocks defer it
+    (deferring_termination) to save their work first."""
+
+    def __init__(self):
+        self.is_requested = False
+        self.deferring = 0
+
+
+_TERMINATION = TerminationState()
+
+
+def on_sigterm(signum, frame):  # noqa: ARG001 - signal.signal's handler signature
+    """Raises Terminated where the main thread is, as Ctrl-C raises KeyboardInterrupt; inside
+    deferring_termination only notes it (a second SIGTERM there does not wait)."""
+    is_second = _TERMINATION.is_requested
+    _TERMINATION.is_requested = True
+    if not _TERMINATION.deferring or is_second:
+        raise Terminated("SIGTERM")  # an argument: Beam re-raises it with the step named, same type
+
+
+def is_termination_requested():
+    """True once SIGTERM came (inside exit_on_interrupt): a deferring block saves and ends."""
+    return _TERMINATION.is_requested
+
+
+@contextlib.contextmanager
+def deferring_termination():
+    """SIGTERM inside the block is noted instead of raised: the block checks
+    is_termination_requested() where its work is whole (between training calls), saves and
+    returns; Terminated is raised as the block ends. Outside exit_on_interrupt SIGTERM keeps
+    its default (the process ends), so the block changes nothing there."""
+    _TERMINATION.deferring += 1
+    try:
+        yield
+    finally:
+        _TERMINATION.deferring -= 1
+    if _TERMINATION.is_requested:
+        raise Terminated("SIGTERM")
+
+
+@contextlib.contextmanager
+def raising_on_sigterm():
+    """on_sigterm is SIGTERM's handler for the block (main thread only: Python runs signal
+    handlers there); the one before is restored after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _TERMINATION.is_requested = False
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+# What exit_on_interrupt prints before the state, and the exit code, per signal.
+STOPPED_BY = {"SIGINT": ("interrupted (Ctrl-C)", INTERRUPTED_EXIT_CODE),
+              "SIGTERM": ("terminated (SIGTERM)", TERMINATED_EXIT_CODE)}
 
 
 @contextlib.contextmanager
 def exit_on_interrupt(describe_state):
-    """Ctrl-C inside the block: one line saying what the interrupted run left (describe_state(),
-    called then) and exit code 130, instead of a traceback from wherever the signal landed."""
+    """Ctrl-C or SIGTERM inside the block: one line saying what the stopped run left
+    (describe_state(), called then) and exit code 130 (143 for SIGTERM), instead of a
+    traceback from wherever the signal landed, or SIGTERM's silent end."""
     handlers = list(logging.getLogger().handlers)
     for handler in handlers:  # a library that logs the interrupt it re-raises: not shown
         handler.addFilter(drop_interrupt_records)
     try:
-        yield
-    except BaseException as err:  # noqa: BLE001 - re-raised unless it is the Ctrl-C
-        if not is_interrupt(err):
+        with raising_on_sigterm():
+            yield
+    except BaseException as err:  # noqa: BLE001 - re-raised unless it is Ctrl-C or SIGTERM
+        stopped_by = stop_signal_of(err)
+        if stopped_by is None:
             raise
-        print(f"interrupted (Ctrl-C): {describe_state()}", file=sys.stderr, flush=True)
-        sys.exit(INTERRUPTED_EXIT_CODE)
+        words, exit_code = STOPPED_BY[stopped_by]
+        print(f"{words}: {describe_state()}", file=sys.stderr, flush=True)
+        sys.exit(exit_code)
     finally:
         for handler in handlers:
             handler.removeFilter(drop_interrupt_records)
 
 
 def drop_interrupt_records(record):
-    """A logging filter: False for a record that carries a Ctrl-C (Beam logs the bundle's)."""
+    """A logging filter: False for a record that carries a Ctrl-C or a SIGTERM (Beam logs the
+    bundle's)."""
     return not (record.exc_info and is_interrupt(record.exc_info[1]))
 
 
 def is_interrupt(err):
-    """A KeyboardInterrupt, or an error made of one: Beam's runner re-raises the one that lands in
-    a transform as RuntimeError("KeyboardInterrupt [while running '...']")."""
+    """A Ctrl-C (KeyboardInterrupt) or a SIGTERM (Terminated), or an error made of one."""
+    return stop_signal_of(err) is not None
+
+
+def stop_signal_of(err):
+    """"SIGINT", "SIGTERM" or None: what err, or an error it was made of, stands for. Beam's
+    runner re-raises what lands in a transform with the step named, as the same type or as
+    RuntimeError("KeyboardInterrupt [while running '...']")."""
     seen = set()
     while err is not None and id(err) not in seen:
+        if isinstance(err, Terminated) or (
+                isinstance(err, RuntimeError) and "Terminated: SIGTERM" in str(err)):
+            return "SIGTERM"
         if isinstance(err, KeyboardInterrupt) or (
                 isinstance(err, RuntimeError) and str(err).startswith("KeyboardInterrupt")):
-            return True
+            return "SIGINT"
         seen.add(id(err))
         err = err.__cause__ or err.__context__
-    return False
+    return None
 
 
 def exit_on_user_error(run, *args, **kwargs):

@@ -10,6 +10,8 @@ Every setting of trainer/settings/table.py is a flag of the same name. Flags def
 to "unset" and override only what the user typed. --job-dir (passed by AI Platform)
 is another name for --output_dir, --format for --predict_format. A mistake the user
 can fix (common/user_errors.py) is one line and exit code 2, before anything is written.
+Ctrl-C (exit 130) and SIGTERM (a preempted machine; exit 143) are one line naming the step
+the same command resumes from.
 """
 import importlib.util
 import sys
@@ -44,7 +46,8 @@ def main(argv=None):
 
 
 def describe_interrupted(params):
-    """What an interrupted run leaves: the step the same command resumes from."""
+    """What a run stopped by Ctrl-C or SIGTERM leaves: the step the same command resumes from
+    (on SIGTERM both engines first save the step training reached)."""
     from trainer.run import checkpoints
     from trainer.settings import table
     output_dir = params["output_dir"]

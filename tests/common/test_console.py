@@ -4,6 +4,9 @@
 """
 import logging
 import os
+import signal
+import subprocess
+import time
 
 import pytest
 
@@ -125,3 +128,86 @@ def test_other_errors_pass_through_the_interrupt_handler():
     with pytest.raises(RuntimeError, match="not an interrupt"):
         with console.exit_on_interrupt(lambda: pytest.fail("described")):
             raise RuntimeError("not an interrupt")
+
+
+class UnhandledSigterm(Exception):
+    pass
+
+
+def raise_unhandled(signum, frame):
+    raise UnhandledSigterm("SIGTERM reached the handler the test installed")
+
+
+@pytest.fixture
+def guarded_sigterm():
+    """SIGTERM's handler during a test that raises it: an exception (the test fails), not the end
+    of the test process, where exit_on_interrupt does not handle it."""
+    previous = signal.signal(signal.SIGTERM, raise_unhandled)
+    yield raise_unhandled
+    signal.signal(signal.SIGTERM, previous)
+
+
+def test_sigterm_is_one_line_and_exit_code_143(capsys, guarded_sigterm):
+    with pytest.raises(SystemExit) as exited:
+        with console.exit_on_interrupt(lambda: "what the run left"):
+            signal.raise_signal(signal.SIGTERM)
+            pytest.fail("SIGTERM did not stop the block")
+    assert exited.value.code == 143
+    assert capsys.readouterr().err == "terminated (SIGTERM): what the run left\n"
+    assert signal.getsignal(signal.SIGTERM) is guarded_sigterm  # restored after the block
+
+
+def test_sigterm_in_a_deferring_block_waits_for_its_end(capsys, guarded_sigterm):
+    """A training loop saves where it is first (trainer/keras/train.py), then the line."""
+    done = []
+    with pytest.raises(SystemExit) as exited:
+        with console.exit_on_interrupt(lambda: f"saved {done}"):
+            with console.deferring_termination():
+                signal.raise_signal(signal.SIGTERM)
+                assert console.is_termination_requested()
+                done.append("the step reached")
+            pytest.fail("the block's end did not raise")
+    assert exited.value.code == 143
+    assert capsys.readouterr().err == "terminated (SIGTERM): saved ['the step reached']\n"
+
+
+def test_a_second_sigterm_in_a_deferring_block_does_not_wait(capsys, guarded_sigterm):
+    with pytest.raises(SystemExit) as exited:
+        with console.exit_on_interrupt(lambda: "stopped"):
+            with console.deferring_termination():
+                signal.raise_signal(signal.SIGTERM)
+                signal.raise_signal(signal.SIGTERM)
+                pytest.fail("the second SIGTERM waited")
+    assert exited.value.code == 143 and capsys.readouterr().err == "terminated (SIGTERM): stopped\n"
+
+
+def test_sigterm_during_preprocessing_is_one_line_and_exit_code_143(tmp_path):
+    """The real command (shared exit_on_interrupt), held mid-run by a named pipe as an image."""
+    from tests.preprocess.test_output_dir import command, with_fifo, write_csv
+    csv_path = write_csv(tmp_path / "images", ["cat", "dog"], 4)
+    fifo = with_fifo(csv_path)
+    out = tmp_path / "out"
+    run = subprocess.Popen(command(csv_path, out), cwd=console.PROJECT_DIR, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    writer = open_when_read(fifo, run)
+    run.send_signal(signal.SIGTERM)
+    time.sleep(1)  # the signal is handled before the image thread reading the pipe gets its end
+    os.close(writer)  # of file (a thread blocked on a read would keep the process from exiting)
+    _, stderr = run.communicate(timeout=120)
+    assert run.returncode == 143, stderr[-3000:]
+    assert "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1] == (
+        f"terminated (SIGTERM): nothing was published; whatever --output_dir {out} held before "
+        f"is as it was, and the same command starts the run again")
+    assert "metadata.json" not in os.listdir(out)
+
+
+def open_when_read(fifo, run, timeout=120):
+    """The write end of fifo, opened once the run reads it (it is then mid-pipeline)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and run.poll() is None:
+        try:
+            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:  # ENXIO: nobody reads it yet
+            time.sleep(0.05)
+    raise AssertionError(f"the run never read {fifo} (exit code {run.poll()})")

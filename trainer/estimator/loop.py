@@ -4,7 +4,8 @@ The rounds, the eval records, the best export, early stopping and every check of
 run directory are the driver's (trainer/run/driver.py, rounds.py, evaluations.py),
 the same for both engines; this module makes the TPUEstimator (its RunConfig and
 TPUConfig) and answers the driver's Engine calls with it. Killed at any point
-(kill -9 included), the same command resumes from the last checkpoint.
+(kill -9 included), the same command resumes from the last checkpoint; SIGTERM
+(preemption) first ends the session.run under way and saves the step it reached.
 --mode continuous_eval is the separate evaluation job (trainer/run/continuous_eval.py).
 
     .venv/bin/python -m trainer.task --train_data_path 'DIR/train-*' \\
@@ -12,6 +13,7 @@ TPUConfig) and answers the driver's Engine calls with it. Killed at any point
 """
 import tensorflow as tf
 
+from common import console
 from trainer import chain
 from trainer.cloud import tf_config, tpu
 from trainer.data import input as input_lib
@@ -56,6 +58,15 @@ def make_estimator(params):
         export_to_tpu=False)  # a CPU-servable SavedModel: no TPU ops in the serving graph
 
 
+class StopOnTerminationHook(tf.compat.v1.train.SessionRunHook):
+    """Stops training after the session.run under way (iterations_per_loop steps on a TPU)
+    once SIGTERM came, as StopAtStepHook stops it at max_steps."""
+
+    def after_run(self, run_context, run_values):
+        if console.is_termination_requested():
+            run_context.request_stop()
+
+
 class EstimatorEngine:
     """trainer/run/driver.py's Engine, made of one TPUEstimator."""
 
@@ -70,8 +81,13 @@ class EstimatorEngine:
         train_input_fn = input_lib.make_input_fn(
             self.params["train_data_path"], ModeKeys.TRAIN,
             seed=input_lib.train_seed(self.params["seed"], start_step))
-        self.estimator.train(train_input_fn, max_steps=max_steps,
-                             hooks=[progress.make_progress_hook(self.params)])
+        # SIGTERM: the session.run under way ends, StopOnTerminationHook stops the loop, the
+        # Estimator's CheckpointSaverHook saves the step reached as training ends (end()),
+        # then deferring_termination raises console.Terminated: one line, exit 143.
+        with console.deferring_termination():
+            self.estimator.train(train_input_fn, max_steps=max_steps,
+                                 hooks=[progress.make_progress_hook(self.params),
+                                        StopOnTerminationHook()])
 
     def evaluate(self, checkpoint_path):
         """Estimator's metrics of one checkpoint over every eval image once (model.make_metric_fn)."""

@@ -7,7 +7,10 @@ one compiled program per call; elsewhere one call instead of a Python round trip
 step). A call stops early at a multiple of save_checkpoints_steps and at max_steps,
 where the CheckpointManager writes model.ckpt-<step>: checkpoints fall on the steps the
 Estimator engine writes them at, and a run killed at any point resumes from the newest
-one. The iterator lives as long as the engine, so each round continues the same
+one. SIGTERM (preemption) lets the call under way end and saves the step it reached
+(train). A call returns every step's logs, and the summaries of the steps that are
+multiples of save_summary_steps are written from them: no call ends early for a
+summary. The iterator lives as long as the engine, so each round continues the same
 shuffled stream instead of starting it again.
 
 Why this loop and not model.fit: fit would run the same train_step, but on the 2 shared
@@ -19,17 +22,15 @@ progress line (trainer/run/progress.py's) shows every progress_seconds.
 
     .venv/bin/python -m trainer.task --engine keras --mode train --output_dir OUT ...
 """
-import logging
 import time
 
 import tensorflow as tf
 
+from common import console
 from trainer.data import input as input_lib
 from trainer.keras import input_context
 from trainer.report import eval_pictures
 from trainer.run import progress
-
-_PROGRESS = logging.getLogger("trainer.run.progress")  # the Estimator engine's progress logger
 
 
 def make_train_iterator(params, strategy, start_step=0):
@@ -44,7 +45,9 @@ def make_train_iterator(params, strategy, start_step=0):
 
 
 def make_train_function(model, strategy):
-    """train_function(iterator, steps) -> the last step's logs (their mean over replicas)."""
+    """train_function(iterator, steps) -> {name: [steps] values}: every step's logs (their mean
+    over replicas), kept on the host as the loop runs, so a summary can be written at any step
+    of the call (TPUEstimator's host_call outfeeds them every step) without ending it there."""
     def step(iterator):
         logs = strategy.run(model.train_step, args=(next(iterator),))
         return {name: strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None)
@@ -53,9 +56,13 @@ def make_train_function(model, strategy):
     @tf.function
     def train_function(iterator, steps):
         logs = step(iterator)
-        for _ in tf.range(steps - 1):
+        size = tf.cast(steps, tf.int32)
+        history = {name: tf.TensorArray(value.dtype, size=size).write(0, value)
+                   for name, value in logs.items()}
+        for i in tf.range(1, size):
             logs = step(iterator)
-        return logs
+            history = {name: history[name].write(i, value) for name, value in logs.items()}
+        return {name: values.stack() for name, values in history.items()}
     return train_function
 
 
@@ -71,57 +78,73 @@ def plan_executions(step, max_steps, params):
 
 
 def train(engine, max_steps):
-    """Trains engine.model from its step to max_steps, saving checkpoints; returns the final step."""
+    """Trains engine.model from its step to max_steps, saving checkpoints; returns the final step.
+
+    SIGTERM (a preempted TPU VM, a stopped Vertex job) is deferred to the end of the call
+    under way (console.deferring_termination): its step is saved as model.ckpt-<step>, and
+    console.Terminated ends the run with one line naming it. Calls are planned from the
+    multiples of save_checkpoints_steps, so the resumed run's checkpoints fall on them again."""
     params, model = engine.params, engine.model
     log = TrainingLog(params, int(model.step.numpy()))
     step = log.start_step
-    for steps in plan_executions(step, max_steps, params):
-        try:
-            logs = engine.train_function(engine.train_iterator(), tf.constant(steps, tf.int64))
-        except tf.errors.OutOfRangeError:  # no full batch: trainer/run/rounds.py says so
-            break
-        step = int(model.step.numpy())
-        log.after_call(step, logs)
-        if step % params["save_checkpoints_steps"] == 0 or step == max_steps:
-            engine.manager.save(checkpoint_number=step)
-    log.report(step)
+    with console.deferring_termination():
+        for steps in plan_executions(step, max_steps, params):
+            try:
+                logs = engine.train_function(engine.train_iterator(), tf.constant(steps, tf.int64))
+            except tf.errors.OutOfRangeError:  # no full batch: trainer/run/rounds.py says so
+                break
+            step = int(model.step.numpy())
+            log.after_call(step, logs)
+            is_terminating = console.is_termination_requested()  # read once: it may come any time
+            if is_terminating or step % params["save_checkpoints_steps"] == 0 or step == max_steps:
+                engine.manager.save(checkpoint_number=step)
+            if is_terminating:
+                break
+        log.report(step)
     return step
 
 
 class TrainingLog:
-    """TensorBoard scalars every save_summary_steps and the progress line every progress_seconds."""
+    """TensorBoard scalars at each multiple of save_summary_steps and the progress line every
+    progress_seconds."""
 
     def __init__(self, params, start_step):
         self.settings, self.start_step = params, start_step
         self.writer = eval_pictures.eval_writer(params["output_dir"])  # one events file per process
-        self.start = self.last_print = self.last_summary_time = time.monotonic()
-        self.last_summary, self.loss = start_step, None
+        self.start = self.last_print = self.last_call_end = time.monotonic()
+        self.loss = None
+        self.line = progress.ProgressLine(params["train_steps"])
 
-    def after_call(self, step, logs):
-        self.loss = float(logs["cross_entropy"])
-        every = self.settings["save_summary_steps"]
-        if step // every > self.last_summary // every:
-            self.write_summaries(step, logs)
-        if time.monotonic() - self.last_print >= self.settings["progress_seconds"]:
+    def after_call(self, step, history):
+        """step: the step the call ended at; history: its steps' logs, {name: [steps] values}."""
+        history = {name: values.numpy() for name, values in history.items()}
+        self.loss = float(history["cross_entropy"][-1])
+        now = time.monotonic()
+        steps = len(history["cross_entropy"])
+        self.write_summaries(step - steps + 1, history, steps / max(now - self.last_call_end, 1e-9))
+        self.last_call_end = now
+        if now - self.last_print >= self.settings["progress_seconds"]:
             self.report(step)
 
-    def write_summaries(self, step, logs):
-        """The scalars Estimator writes: loss, learning_rate, train_accuracy, steps and examples/s."""
-        now = time.monotonic()
-        rate = (step - self.last_summary) / max(now - self.last_summary_time, 1e-9)
+    def write_summaries(self, first_step, history, steps_per_sec):
+        """The scalars Estimator writes (loss, learning_rate, train_accuracy, steps and
+        examples/s) at each step of the call that is a multiple of save_summary_steps: the
+        logs of the step that ended there (model.step counts it), the rate the call's."""
+        every = self.settings["save_summary_steps"]
+        steps = [step for step in range(first_step, first_step + len(history["loss"])) if step % every == 0]
         with self.writer.as_default():
-            for name in ("loss", "learning_rate", "train_accuracy"):
-                tf.summary.scalar(name, float(logs[name]), step=step)
-            tf.summary.scalar("global_step/sec", rate, step=step)
-            tf.summary.scalar("examples/sec", rate * self.settings["train_batch_size"], step=step)
-        self.writer.flush()
-        self.last_summary, self.last_summary_time = step, now
+            for step in steps:
+                for name in ("loss", "learning_rate", "train_accuracy"):
+                    tf.summary.scalar(name, float(history[name][step - first_step]), step=step)
+                tf.summary.scalar("global_step/sec", steps_per_sec, step=step)
+                tf.summary.scalar("examples/sec", steps_per_sec * self.settings["train_batch_size"], step=step)
+        if steps:
+            self.writer.flush()
 
     def report(self, step):
         """One progress line: the step, the cross entropy, examples/s and the time left."""
         elapsed = time.monotonic() - self.start
         rate = (step - self.start_step) / elapsed if step > self.start_step and elapsed > 0 else None
         eta = (self.settings["train_steps"] - step) / rate if rate else None
-        _PROGRESS.info(progress.format_line(step, self.settings["train_steps"], self.loss,
-                                            rate * self.settings["train_batch_size"] if rate else None, eta))
+        self.line.show(step, self.loss, rate * self.settings["train_batch_size"] if rate else None, eta)
         self.last_print = time.monotonic()
