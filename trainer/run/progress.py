@@ -2,8 +2,8 @@
 
     step 500/1500  loss 0.0874  763 examples/s  ETA 1:18
 
-Printed every progress_seconds (and when a training call ends) to stderr through the
-"trainer.run.progress" logger, so it shows in quiet mode and in non-TTY logs alike (no
+Printed every progress_seconds (and when a training call ends, unless the line on time
+already showed that step) to stderr through the "trainer.run.progress" logger, so it shows in quiet mode and in non-TTY logs alike (no
 carriage returns). The loss is the data term model_fn adds to the LOSSES collection
 (cross-entropy); on a TPU it lives inside the TPU loop, so the line shows steps,
 throughput and ETA only there (the loss is in TensorBoard).
@@ -31,11 +31,25 @@ def format_line(step, total, loss, examples_per_sec, eta_seconds):
     return "  ".join(parts)
 
 
+class ProgressLine:
+    """Logs format_line(...) for a step, once: the line a call prints as it ends is not
+    printed again when the line on time (every progress_seconds) already showed that step."""
+
+    def __init__(self, total_steps):
+        self.total, self.last_step = total_steps, None
+
+    def show(self, step, loss, examples_per_sec, eta_seconds):
+        if step != self.last_step:
+            _LOGGER.info(format_line(step, self.total, loss, examples_per_sec, eta_seconds))
+            self.last_step = step
+
+
 class ProgressHook(tf.compat.v1.train.SessionRunHook):
     """Logs format_line(...) every `seconds` of training and once at the end of the call."""
 
     def __init__(self, total_steps, global_batch_size, seconds, use_tpu=False):
         self._total, self._batch, self._seconds = total_steps, global_batch_size, seconds
+        self._line = ProgressLine(total_steps)
         self._use_tpu = use_tpu
         self._fetches = {}
         self._start = self._last_print = None
@@ -72,8 +86,8 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
         steps_done, elapsed = step - self._start[1], now - self._start[0]
         rate = steps_done / elapsed if steps_done > 0 and elapsed > 0 else None
         eta = (self._total - step) / rate if rate else None
-        _LOGGER.info(format_line(step, self._total, None if loss is None else float(loss),
-                                 rate * self._batch if rate else None, eta))
+        self._line.show(step, None if loss is None else float(loss),
+                        rate * self._batch if rate else None, eta)
         self._last_print = now
 
 

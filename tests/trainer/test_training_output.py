@@ -1,0 +1,55 @@
+"""What a short run writes as it trains: TensorBoard's training scalars at every
+--save_summary_steps (not only where a training call ends), and each progress line once.
+
+    .venv/bin/python -m pytest tests/trainer/test_training_output.py
+"""
+import collections
+import glob
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+from tests.engines import needs_estimator
+from tests.trainer.conftest import TINY_FLAGS, as_argv
+
+# Where each engine writes the training scalars of an 8-step run, --save_summary_steps 2: the
+# Keras engine at each multiple (the step's own logs); the Estimator's SummarySaverHook at the
+# first step and every save_summary_steps after it.
+SUMMARY_STEPS = {"keras": [2, 4, 6, 8], "estimator": [1, 3, 5, 7]}
+
+
+def training_scalar_steps(output_dir):
+    """{tag: [steps]} of the training scalars in output_dir's event files."""
+    steps = collections.defaultdict(list)
+    for path in glob.glob(os.path.join(output_dir, "events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                if value.tag in ("loss", "learning_rate", "train_accuracy"):
+                    steps[value.tag].append(event.step)
+    return {tag: sorted(found) for tag, found in steps.items()}
+
+
+@pytest.mark.parametrize("engine", [pytest.param("estimator", marks=needs_estimator), "keras"])
+def test_summaries_at_every_save_summary_steps_and_each_progress_line_once(tiny_dataset, tmp_path,
+                                                                         repo_root, engine):
+    out = tmp_path / "out"
+    # Two rounds of one 4-step call each (save_checkpoints_steps 4 ends the calls); the first
+    # call traces the train function, so it outlasts --progress_seconds 1 and prints on time.
+    argv = as_argv(dict(TINY_FLAGS, train_data_path=f"{tiny_dataset}/train-*",
+                        eval_data_path=f"{tiny_dataset}/eval-*", output_dir=out, engine=engine,
+                        train_steps=8, steps_per_eval=4, save_checkpoints_steps=4,
+                        save_summary_steps=2, progress_seconds=1))
+    result = subprocess.run([sys.executable, "-m", "trainer.task", *argv], cwd=repo_root,
+                            capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert training_scalar_steps(out) == {tag: SUMMARY_STEPS[engine]
+                                          for tag in ("loss", "learning_rate", "train_accuracy")}
+    progress = [line for line in result.stderr.splitlines() if re.match(r"step \d+/8", line)]
+    shown = [line.split()[1] for line in progress]
+    assert "4/8" in shown and "8/8" in shown, result.stderr[-3000:]
+    assert len(shown) == len(set(shown)), f"a step's progress line printed twice: {progress}"
