@@ -19,6 +19,16 @@ import tensorflow as tf
 # is not squashed beyond recognition once resized to a square.
 CROP_ASPECT_RATIO_RANGE = (3.0 / 4.0, 4.0 / 3.0)
 
+# The first bytes by which tf.io.decode_image tells the formats it reads (its DecodeImage
+# kernel classifies each input by them; anything else is "Unknown image file format").
+# One list per format, so that training refuses exactly what serving would.
+IMAGE_MAGIC = {"JPEG": (b"\xff\xd8\xff",), "PNG": (b"\x89PNG\r\n\x1a\n",),
+               "GIF": (b"GIF8",), "BMP": (b"BM",)}
+# TensorFlow 2.20's decode_image also reads WebP (RIFF, 4 size bytes, WEBP); 2.15's does not.
+READS_WEBP = hasattr(tf.io, "decode_webp")
+WEBP_RIFF, WEBP_TAG = b"RIFF", b"WEBP"
+MAGIC_BYTES = 12  # enough for the longest signature (WebP's tag ends at byte 12)
+
 
 def normalize_image(image):
     """Maps pixel values in [0, 255] to float32 in [-1, 1] (x / 127.5 - 1).
@@ -55,6 +65,28 @@ def decode_image(image_bytes):
     return tf.io.decode_image(image_bytes, channels=3, expand_animations=False)
 
 
+def image_formats():
+    """The names of the formats decode_image (and so serving) reads, in this TensorFlow."""
+    return tuple(IMAGE_MAGIC) + (("WebP",) if READS_WEBP else ())
+
+
+def is_decodable_format(image_bytes):
+    """bool, the shape of image_bytes (tf.string, any shape): True where the bytes start as
+    an image format decode_image reads (image_formats()).
+
+    A few vectorized string ops on a batch, no decoding: the training input runs it per
+    batch to name a record that holds no image before any decode op fails without a name.
+    """
+    # Padded: substr past the end of a short string is an error, not an empty string.
+    head = tf.strings.join([tf.strings.substr(image_bytes, 0, MAGIC_BYTES), b"\0" * MAGIC_BYTES])
+    found = [tf.equal(tf.strings.substr(head, 0, len(magic)), magic)
+             for signatures in IMAGE_MAGIC.values() for magic in signatures]
+    if READS_WEBP:
+        found.append(tf.logical_and(tf.equal(tf.strings.substr(head, 0, 4), WEBP_RIFF),
+                                    tf.equal(tf.strings.substr(head, 8, 4), WEBP_TAG)))
+    return tf.reduce_any(tf.stack(found, axis=-1), axis=-1)
+
+
 def preprocess_for_eval(image_bytes, image_size):
     """Deterministic: center square crop of the whole image, resize, normalize.
 
@@ -69,7 +101,7 @@ def preprocess_for_eval(image_bytes, image_size):
 
 
 def preprocess_batch_for_eval(image_bytes, image_size, parallel_iterations=10):
-    """preprocess_for_eval on each of [n] JPEG strings -> float32 [n, S, S, 3].
+    """preprocess_for_eval on each of [n] encoded images -> float32 [n, S, S, 3].
 
     The one batched form shared by the eval input_fn and the serving export.
     """
@@ -121,14 +153,56 @@ def sample_crop_windows(heights, widths, min_crop_area, seed=None):
     return tf.cast(tf.stack([y, x, crop_h, crop_w], axis=1), tf.int32)
 
 
+def decode_and_crop(image_bytes, window):
+    """uint8 [h, w, 3]: the pixels inside window (int32 [4]: y, x, h, w) of an image in any
+    format decode_image reads.
+
+    A JPEG (what this project's preprocessing writes) decodes only the window's pixels,
+    the fast path; any other format (a PNG, GIF, BMP written by another tool) is decoded
+    whole by the serving decoder, then cropped, so training reads what serving reads.
+    """
+    def crop(image):
+        return tf.slice(image, tf.stack([window[0], window[1], 0]), tf.stack([window[2], window[3], 3]))
+    return tf.cond(tf.io.is_jpeg(image_bytes),
+                   lambda: tf.image.decode_and_crop_jpeg(image_bytes, window, channels=3),
+                   lambda: crop(decode_image(image_bytes)))
+
+
+def image_shape(image_bytes):
+    """int32 [3] (h, w, channels) of an image: from the header alone for a JPEG."""
+    return tf.cond(tf.io.is_jpeg(image_bytes),
+                   lambda: tf.image.extract_jpeg_shape(image_bytes),
+                   lambda: tf.shape(tf.io.decode_image(image_bytes, expand_animations=False)))
+
+
 def decode_crop_and_resize(image_bytes, window, image_size):
     """The per-image half of training preprocessing; see preprocess_for_train.
 
-    Decodes only the JPEG's pixels inside window (int32 [4]: y, x, h, w).
+    Decodes the pixels inside window (int32 [4]: y, x, h, w; decode_and_crop).
     Returns float32 [image_size, image_size, 3] in [0, 255], not yet normalized.
     """
-    image = tf.image.decode_and_crop_jpeg(image_bytes, window, channels=3)
-    return _resize(image, image_size)
+    return _resize(decode_and_crop(image_bytes, window), image_size)
+
+
+def decode_crop_and_resize_batch(image_bytes, windows, image_size, parallel_iterations=10):
+    """decode_crop_and_resize of each of [n] images and int32 [n, 4] windows ->
+    float32 [n, image_size, image_size, 3] in [0, 255].
+
+    A batch of JPEGs only (this project's records) takes decode_and_crop_jpeg directly;
+    a batch holding any other format takes decode_and_crop, which picks per image. One
+    choice per batch, not per image: a tf.cond per image cost about 8% more CPU per 32x32
+    JPEG in bench/bench_input.py (digits); one per batch cost nothing measurable.
+    """
+    spec = tf.TensorSpec([image_size, image_size, 3], tf.float32)
+
+    def decode_each(decode):
+        return tf.map_fn(lambda args: _resize(decode(args[0], args[1]), image_size),
+                         (image_bytes, windows), fn_output_signature=spec,
+                         parallel_iterations=parallel_iterations)
+    return tf.cond(
+        tf.reduce_all(tf.io.is_jpeg(image_bytes)),
+        lambda: decode_each(lambda one, window: tf.image.decode_and_crop_jpeg(one, window, channels=3)),
+        lambda: decode_each(decode_and_crop))
 
 
 def flip_and_normalize_batch(images, random_flip, seed=None):
@@ -148,9 +222,9 @@ def flip_and_normalize_batch(images, random_flip, seed=None):
 def preprocess_for_train(image_bytes, image_size, *, min_crop_area, random_flip):
     """Random crop (decoding only the crop window), resize, optional flip, normalize.
 
-    image_bytes: scalar tf.string holding a JPEG (the TFRecord schema
-      guarantees JPEG; decode_and_crop_jpeg skips decoding pixels outside the
-      window).
+    image_bytes: scalar tf.string holding an image decode_image reads: this project's
+      records hold JPEGs, whose pixels outside the window are not decoded; other tools'
+      may hold PNGs (decode_and_crop).
     min_crop_area: the crop covers at least this fraction of the image area,
       in (0, 1]; 1.0 disables cropping for square images.
     random_flip: mirror left-right with probability 1/2. Off for digits and
@@ -158,7 +232,7 @@ def preprocess_for_train(image_bytes, image_size, *, min_crop_area, random_flip)
     Returns float32 [image_size, image_size, 3]. trainer/data/input.py runs the same
     three steps, with the windows and the flip+normalize drawn per batch.
     """
-    shape = tf.image.extract_jpeg_shape(image_bytes)  # [h, w, channels]
+    shape = image_shape(image_bytes)  # [h, w, channels]
     window = sample_crop_windows(shape[:1], shape[1:2], min_crop_area)[0]
     image = decode_crop_and_resize(image_bytes, window, image_size)
     return flip_and_normalize_batch(image[tf.newaxis], random_flip)[0]

@@ -132,3 +132,49 @@ def test_seeded_crop_windows_and_flips_repeat_with_their_seed_only(min_crop_area
     assert not np.array_equal(other_flipped, flipped)
     unseeded = [image_ops.sample_crop_windows(heights, widths, min_crop_area).numpy() for _ in range(2)]
     assert not np.array_equal(*unseeded)
+
+
+# Every format the serving decoder reads, as other tools write them into TFRecords:
+# grayscale and RGBA become 3 channels, as they do at serving time.
+OTHER_FORMATS = [("L", "PNG"), ("RGB", "PNG"), ("RGBA", "PNG"), ("RGB", "GIF"), ("RGB", "BMP"),
+                 ("L", "JPEG")] + ([("RGB", "WEBP")] if image_ops.READS_WEBP else [])
+
+
+@pytest.mark.parametrize("mode,fmt", OTHER_FORMATS)
+def test_train_accepts_every_format_serving_reads(make_jpeg, mode, fmt):
+    """The training crop of a PNG/GIF/BMP is the serving decoder's pixels inside the window,
+    eagerly and in tf.data, alone and in a batch beside a JPEG (the batch path picks per image)."""
+    image_bytes = make_jpeg(30, 50, seed=8, mode=mode, fmt=fmt)
+    window = tf.constant([3, 5, 20, 30])
+    pixels = image_ops.decode_image(image_bytes)[3:23, 5:35]
+    expected = tf.image.resize(pixels, [SIZE, SIZE]).numpy()
+    eager, graph = run_eagerly_and_in_tf_data(
+        lambda one: image_ops.decode_crop_and_resize(one, window, SIZE), image_bytes)
+    np.testing.assert_array_equal(eager, expected)
+    np.testing.assert_array_equal(graph, expected)
+    jpeg = make_jpeg(30, 50, seed=9)
+    mixed = image_ops.decode_crop_and_resize_batch(
+        tf.constant([jpeg, image_bytes]), tf.stack([window, window]), SIZE).numpy()
+    np.testing.assert_array_equal(mixed[1], expected)
+    only_jpeg = image_ops.decode_crop_and_resize_batch(tf.constant([jpeg]), window[tf.newaxis], SIZE)
+    np.testing.assert_array_equal(mixed[0], only_jpeg[0].numpy())
+    assert image_ops.preprocess_for_train(tf.constant(image_bytes), SIZE, min_crop_area=0.5,
+                                          random_flip=True).shape == (SIZE, SIZE, 3)
+
+
+@pytest.mark.parametrize("image_bytes", [b"", b"BM", b"not an image", b"\x89PNx" + b"0" * 20,
+                                         b"II*\x00" + b"0" * 20, b"RIFF0000WEBX" + b"0" * 20])
+def test_is_decodable_format_refuses_what_decode_image_refuses(image_bytes):
+    """Short, junk and unread formats (TIFF, a RIFF that is not WebP): the format check says no,
+    and so does the serving decoder; a 2-byte b"BM" passes the check but fails to decode."""
+    is_format = bool(image_ops.is_decodable_format(tf.constant(image_bytes)))
+    assert is_format == (image_bytes == b"BM")
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        image_ops.decode_image(image_bytes)
+
+
+@pytest.mark.parametrize("mode,fmt", OTHER_FORMATS)
+def test_is_decodable_format_accepts_what_decode_image_reads(make_jpeg, mode, fmt):
+    batch = tf.constant([make_jpeg(12, 10, seed=1, mode=mode, fmt=fmt), b"junk"])
+    np.testing.assert_array_equal(image_ops.is_decodable_format(batch).numpy(), [True, False])
+    assert image_ops.decode_image(batch[0]).shape == (12, 10, 3)

@@ -52,6 +52,10 @@ DECODE_PARALLELISM = 16
 # Starts the message of a data check that fails inside the graph: the loop turns an
 # error carrying it into one line naming the files (trainer/run/driver.py, run).
 DATA_ERROR_MARK = "DATA ERROR:"
+# Ends the line naming a record whose image/encoded is no image (record INDEX of PATH ...).
+REWRITE = "rewrite or remove that record, then run the same command again"
+NOT_AN_IMAGE = (f" holds no image the serving decoder reads (its {record_schema.ENCODED} is not "
+                f"{', '.join(image_ops.image_formats())}): {REWRITE}")
 
 
 def list_files(file_pattern):
@@ -176,8 +180,21 @@ def part_seed(seed, *parts):
     return None if seed is None else derive_seed(seed, *parts)
 
 
+def read_with_sources(path):
+    """(serialized record, path, int64 index in the file) of each record of one TFRecord file:
+    a record that holds no image is then named by its file and index (checked_image_bytes).
+
+    Zipped and enumerated, not mapped: no function call per record, which in tf.data costs
+    about as much as decoding a small JPEG.
+    """
+    records = tf.data.TFRecordDataset(path)
+    return tf.data.Dataset.zip((records, tf.data.Dataset.from_tensors(path).repeat(),
+                                tf.data.Dataset.range(tf.int64.max)))
+
+
 def read_train_records(files, params, seed=None):
-    """This host's serialized records: shuffled file order, parallel reads, shuffled, endless.
+    """This host's (record, path, index) triples (read_with_sources): shuffled file order,
+    parallel reads, shuffled, endless.
 
     seed: train_seed's, or None. Seeded, the reads keep their order (deterministic),
     so the same seed gives the same stream.
@@ -190,7 +207,7 @@ def read_train_records(files, params, seed=None):
     dataset = dataset.shuffle(len(files), seed=part_seed(seed, shard_index, "files"),
                               reshuffle_each_iteration=True)
     dataset = dataset.interleave(
-        tf.data.TFRecordDataset, num_parallel_calls=AUTOTUNE, deterministic=seed is not None)
+        read_with_sources, num_parallel_calls=AUTOTUNE, deterministic=seed is not None)
     if not shard_files:
         dataset = dataset.shard(num_shards, shard_index)
     if params["cache_dataset"]:
@@ -205,9 +222,10 @@ def read_train_records(files, params, seed=None):
 def make_train_dataset(files, params, file_pattern="", seed=None):
     """Shuffled, repeated, augmented batches of params["batch_size"].
 
-    Everything runs per batch, in one parallel map: parse, draw crop windows,
-    decode each JPEG's window and resize (tf.map_fn, DECODE_PARALLELISM images
-    at a time), flip, normalize. In tf.data each per-image step costs about as
+    Everything runs per batch, in one parallel map: parse, check that each record holds
+    an image (checked_image_bytes), draw crop windows, decode each image's window and
+    resize (image_ops.decode_crop_and_resize_batch, DECODE_PARALLELISM images at a time),
+    flip, normalize. In tf.data each per-image step costs about as
     much as decoding a 32x32 JPEG, so a per-image map (and the unbatch and
     re-batch around it) is what bench/bench_input.py measured as the cost.
     drop_remainder=True: the TPU compiles for one static batch shape, and the
@@ -225,13 +243,14 @@ def make_train_dataset(files, params, file_pattern="", seed=None):
 
 
 def _make_train_batch_fn(params, file_pattern):
-    """[B] serialized records -> ({"image": [B, S, S, 3], "weight": [B]}, [B] int32 labels)."""
+    """[B] (record, path, index) triples -> ({"image": [B, S, S, 3], "weight": [B]}, [B] int32 labels)."""
     image_size = int(params["image_size"])
-    image_spec = tf.TensorSpec([image_size, image_size, 3], tf.float32)
 
-    def train_batch(records, seed):
+    def train_batch(sources, seed):
+        records, paths, indices = sources
         crop_seed, flip_seed = image_ops.stateless_seeds(seed, 2)
         parsed = record_schema.parse_example_batch(records)
+        image_bytes = checked_image_bytes(parsed[record_schema.ENCODED], paths, indices)
         # The schema stores each image's size, so windows need no JPEG header read.
         heights, widths = parsed[record_schema.HEIGHT], parsed[record_schema.WIDTH]
         check = tf.debugging.assert_positive(
@@ -240,14 +259,27 @@ def _make_train_batch_fn(params, file_pattern):
         with tf.control_dependencies([check]):
             windows = image_ops.sample_crop_windows(heights, widths, float(params["min_crop_area"]),
                                                     crop_seed)
-        images = tf.map_fn(
-            lambda args: image_ops.decode_crop_and_resize(args[0], args[1], image_size),
-            (parsed[record_schema.ENCODED], windows), fn_output_signature=image_spec,
-            parallel_iterations=DECODE_PARALLELISM)
+        images = image_ops.decode_crop_and_resize_batch(image_bytes, windows, image_size,
+                                                        DECODE_PARALLELISM)
         images = image_ops.flip_and_normalize_batch(images, bool(params["random_flip"]), flip_seed)
         labels = checked_labels(parsed[record_schema.LABEL], params, file_pattern)
         return {"image": images, "weight": tf.ones_like(labels, tf.float32)}, labels
     return train_batch
+
+
+def checked_image_bytes(image_bytes, paths, indices):
+    """image_bytes (tf.string [b]), checked to hold images in a format the serving decoder
+    reads (common/image_ops.py); a failed check names the first bad record's file and index.
+
+    Without it, junk bytes (or a format decode_image does not read) fail inside a decode op
+    with "Unknown image file format", naming no file. Vectorized: a few ops per batch.
+    """
+    is_image = image_ops.is_decodable_format(image_bytes)
+    first_bad = tf.argmin(tf.cast(is_image, tf.int32))
+    message = tf.strings.join([f"{DATA_ERROR_MARK} record ", tf.strings.as_string(indices[first_bad]),
+                               " of ", paths[first_bad], NOT_AN_IMAGE])
+    with tf.control_dependencies([tf.debugging.Assert(tf.reduce_all(is_image), [message])]):
+        return tf.identity(image_bytes)
 
 
 def checked_labels(label_ids, params, file_pattern):
@@ -294,7 +326,7 @@ def make_eval_dataset(files, num_examples, params, file_pattern=""):
     num_shards, shard_index = input_shard(params)
     batch_size = int(params["batch_size"])
     dataset = tf.data.Dataset.from_tensor_slices(files).interleave(
-        tf.data.TFRecordDataset, num_parallel_calls=AUTOTUNE, deterministic=True)
+        read_with_sources, num_parallel_calls=AUTOTUNE, deterministic=True)
     # Shard records, not files: shard sizes are then known exactly from N.
     dataset = dataset.shard(num_shards, shard_index)
     shard_examples = len(range(shard_index, num_examples, num_shards))
@@ -312,13 +344,15 @@ def make_eval_dataset(files, num_examples, params, file_pattern=""):
 
 
 def _make_eval_batch_fn(params, file_pattern):
-    """[b <= B] serialized records -> a batch of B: the b real ones, then zero-weight padding."""
+    """[b <= B] (record, path, index) triples -> a batch of B: the b real ones, then zero-weight
+    padding."""
     image_size, batch_size = int(params["image_size"]), int(params["batch_size"])
 
-    def eval_batch(records):
+    def eval_batch(records, paths, indices):
         parsed = record_schema.parse_example_batch(records)
+        image_bytes = checked_image_bytes(parsed[record_schema.ENCODED], paths, indices)
         images = image_ops.preprocess_batch_for_eval(
-            parsed[record_schema.ENCODED], image_size, parallel_iterations=DECODE_PARALLELISM)
+            image_bytes, image_size, parallel_iterations=DECODE_PARALLELISM)
         labels = checked_labels(parsed[record_schema.LABEL], params, file_pattern)
         batch = ({"image": images, "weight": tf.ones_like(labels, tf.float32)}, labels)
         return _pad_batch_to(batch, batch_size)
