@@ -73,10 +73,13 @@ def evaluate(engine, checkpoint_path):
     """The eval metrics of checkpoint_path, with CONFUSION_MATRIX_METRIC; scalars to OUT/eval."""
     params = engine.params
     use_averages = bool(params["moving_average_decay"])
+    # The step before the restore: beside a trainer, keep_checkpoint_max may delete the files
+    # once they are read, and nothing after the restore may need them again.
+    step = checkpoints.step_of(checkpoint_path)
     with checkpoint_lib.weights_of(engine.model.network, checkpoint_path, use_averages) as network:
         results, matrix = run_eval_pass(engine.eval_step, engine.eval_dataset(), params)
         results["loss"] += float(loss_lib.weight_decay(network, params))
-    write_eval_scalars(engine.eval_dir, checkpoints.step_of(checkpoint_path), results)
+    write_eval_scalars(engine.eval_dir, step, results)
     results[metrics.CONFUSION_MATRIX_METRIC] = matrix
     return results
 

@@ -16,7 +16,10 @@ the trainer stopped early (OUT/early_stopping.json), or after --eval_timeout_sec
 without a new checkpoint. It takes no trainer lock and never writes OUT/params.json:
 both belong to the trainer. It checks instead that params.json describes the same
 model as its own flags before it restores a checkpoint. A step-0 checkpoint (the
-untrained initial weights) is not evaluated.
+untrained initial weights) is not evaluated. A trainer that outpaces this job deletes
+checkpoints it has not reached (--keep_checkpoint_max): one deleted before or while it is
+read, evaluated or exported is skipped for the newest, with one line, and nothing of it is
+recorded (tests/trainer/test_eval_beside_trainer.py races a real trainer at each moment).
 """
 import logging
 import os
@@ -30,6 +33,10 @@ from trainer.run import checkpoints, eval_records, evaluations, rounds
 STAGING_SUBDIR = "continuous_eval"  # OUT/continuous_eval/export_staging: this job's exports
 POLL_SECS = 2  # how often the iterator wakes up to check the exit conditions
 _LOGGER = logging.getLogger(__name__)  # the lines a person reads (shown in quiet mode)
+# What reading a checkpoint deleted under it raises, by engine and moment: the Estimator's
+# Saver.restore a ValueError ("not a valid checkpoint"), a reader NotFoundError or another
+# OpError, the Keras engine's restore a CheckpointError, a short read an IndexError or OSError.
+GONE_ERRORS = (tf.errors.OpError, ValueError, OSError, IndexError, checkpoints.CheckpointError)
 
 
 def final_step(params):
@@ -71,7 +78,16 @@ def evaluate_checkpoint(engine, params, checkpoint_path):
         return None
     chain.check_same_run(chain.read_saved_params(params["output_dir"]), params)
     staging_dir = os.path.join(params["output_dir"], STAGING_SUBDIR)
-    return evaluations.evaluate_and_record(engine, params, checkpoint_path, staging_dir)
+    try:
+        return evaluations.evaluate_and_record(engine, params, checkpoint_path, staging_dir)
+    except GONE_ERRORS:
+        if tf.io.gfile.exists(checkpoint_path + ".index"):
+            raise  # the checkpoint is there: a real failure
+        # A trainer ahead of this job deleted it (keep_checkpoint_max) while it was being read,
+        # evaluated or exported: nothing was recorded; the iterator yields the newest next.
+        _LOGGER.info("checkpoint %s was deleted during its evaluation (keep_checkpoint_max); "
+                     "skipped for the newest", checkpoint_path)
+        return None
 
 
 def run_continuous_eval(engine, params):
