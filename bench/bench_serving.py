@@ -62,12 +62,10 @@ BATCH_SIZE = 32
 LOAD_CLIENTS = 8
 MANY_CLIENTS = 32
 SERVER_START_SECONDS = 300
-# The batching server's --batching_parameters_file, tuned on this 2-core machine: two batch
-# threads, so one batch can run while the next fills; a batch waits at most 5 ms for more
-# requests, though under steady load it starts as soon as every client's request is in (the
-# stand-in's early start, serving/standin/batching.py); with 1 ms many batches timed out
-# while the 8th request was still being parsed, and held 3 requests on average; 64 batches
-# in the queue: 32 clients never fill it.
+# The batching server's --batching_parameters_file on a 2-core machine: two batch threads,
+# so one batch can run while the next fills; a batch that is not full waits 5 ms for more
+# requests (as TF Serving, the stand-in starts no batch early); 64 batches in the queue:
+# 32 clients never fill it.
 BATCHING_PARAMETERS = """max_batch_size { value: 32 }
 batch_timeout_micros { value: 5000 }
 max_enqueued_batches { value: 64 }

@@ -7,7 +7,7 @@ merge concurrent requests into one call of the real SavedModel through
 ServedVersion.run_signature, the stand-in's model call). When the batch is done
 the loop writes an answer made once at start-up: the model's answer for one image,
 formatted as the stand-in formats it, handed to the loop as the stand-in's are
-(rest_server.AnswersToLoop: one wake-up per batch). Nothing else: no HTTP beyond
+(loop.call_soon_threadsafe). Nothing else: no HTTP beyond
 that, no routing, no input checks, no float texts per answer, no metrics, no error
 answers. Any server that answers TF Serving's :predict does at least this work per
 request, so under the same load it cannot serve more requests per second than this
@@ -44,7 +44,7 @@ import numpy as np  # noqa: E402
 
 from common import export_versions, signature  # noqa: E402
 from serving.standin import (batching, config_files, json_writer, rest_routes,  # noqa: E402
-                             rest_server, served_version)
+                             served_version)
 
 READY_LINE = "floor_server: ready"
 
@@ -106,26 +106,24 @@ def make_answer(served, jpeg):
         rest_routes.format_predictions(outputs, is_row=True)))
 
 
-def image_queuer(answers, scheduler, run_batch, answer):
+def image_queuer(hand_over, scheduler, run_batch, answer):
     """queue_image(image, transport) for FloorProtocol: the image queued as a batch-1 task;
     when its batch is done the batch thread hands the ready-made answer (or a 500, so a
-    broken measurement shows) to the loop, which writes it."""
+    broken measurement shows) to the loop (hand_over(transport.write, data)), which writes it."""
     def queue_image(image, transport):
         inputs = np.empty(1, dtype=object)
         inputs[0] = image
 
-        def when_done(task):
-            data = answer if task.error is None else error_answer(task.error)
-            answers.hand_over(transport.write, data)
+        def when_done(outputs, error):
+            hand_over(transport.write, answer if error is None else error_answer(error))
 
-        task = batching.callback_task({signature.INPUT_IMAGE_BYTES: inputs}, when_done)
+        task = batching.Task({signature.INPUT_IMAGE_BYTES: inputs}, when_done)
         scheduler.schedule(signature.SIGNATURE_DEFAULT, run_batch, task)
     return queue_image
 
 
 async def serve(args):
     loop = asyncio.get_running_loop()
-    answers = rest_server.AnswersToLoop(loop)
     served = load_model(args.model_base_path)
     scheduler = batching.BatchScheduler(
         config_files.read_batching_parameters(args.batching_parameters_file))
@@ -135,7 +133,7 @@ async def serve(args):
     def run_batch(merged):
         return served.run_signature(signature.SIGNATURE_DEFAULT, merged)
 
-    queue_image = image_queuer(answers, scheduler, run_batch, answer)
+    queue_image = image_queuer(loop.call_soon_threadsafe, scheduler, run_batch, answer)
     server = await loop.create_server(lambda: FloorProtocol(queue_image),
                                       "127.0.0.1", args.port, backlog=128)
     print(READY_LINE, flush=True)

@@ -1,9 +1,11 @@
-"""TF Serving's REST API as pure functions: URL routing, JSON <-> tensors, response bodies.
+"""TF Serving's REST handler (http_rest_api_handler.cc): one route table, one process_* per verb.
 
-No sockets here (serving/standin/rest_server.py owns HTTP). Routing uses TF
-Serving's own patterns (model_servers/http_rest_api_util.cc): case-insensitive,
-/versions/N or /labels/L, POST for :predict/:classify/:regress, GET for status and
-/metadata; anything else under /v1/ is 400 "Malformed request". Formats follow TF
+No sockets here (serving/standin/rest_server.py owns HTTP). process_request routes a
+request by TF Serving's own patterns (model_servers/http_rest_api_util.cc):
+case-insensitive, /versions/N or /labels/L, POST for :predict/:classify/:regress,
+GET for status and /metadata; anything else under /v1/ is 400 "Malformed request".
+Each verb's process_* parses the body, asks the ServerCore (the one gRPC uses too)
+and returns the JSON-able answer. Formats follow TF
 Serving's api_rest documentation: row ("instances" -> "predictions") and columnar
 ("inputs" -> "outputs") requests, {"b64": ...} for binary strings, :classify and
 :regress ({"context", "examples"} -> {"results"}), and the GetModelStatus /
@@ -13,7 +15,6 @@ GetModelMetadata responses as proto JSON. Values in follow json_tensors.py
     .venv/bin/python -c "from serving.standin import rest_routes as r; print(r.route('GET', '/v1/models/m/metadata'))"
 """
 import collections
-import functools
 import inspect
 import json
 import re
@@ -31,9 +32,9 @@ _POST_PATH = re.compile(r"/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/(
                         r":(classify|regress|predict)", re.IGNORECASE)
 _GET_PATH = re.compile(r"/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?"
                        r"(?:/(metadata))?", re.IGNORECASE)
+PATTERNS = {"POST": _POST_PATH, "GET": _GET_PATH}  # the route table: a method's one pattern
 POST_ACTIONS = ("predict", "classify", "regress")
 INT64_MAX = 2 ** 63 - 1
-MAX_CACHED_ROUTES = 1024
 # TF's TensorShape holds at most 254 dimensions; with the request object and the list of
 # instances around them, deeper JSON cannot be a tensor and is refused with 400.
 MAX_JSON_DEPTH = 256
@@ -54,7 +55,6 @@ def url_path(path):
     return path.split("?", 1)[0]
 
 
-@functools.lru_cache(maxsize=MAX_CACHED_ROUTES)  # a client repeats its URLs; errors are not kept
 def route(method, path):
     """The Route of a request, or TF Serving's InvalidArgument for a URL it does not serve.
 
@@ -62,7 +62,7 @@ def route(method, path):
     be lower case: POST .../m:PREDICT is a malformed request, GET .../m/METADATA a status.
     """
     malformed = errors.InvalidArgument(f"Malformed request: {method} {url_path(path)}")
-    pattern = {"POST": _POST_PATH, "GET": _GET_PATH}.get(method)
+    pattern = PATTERNS.get(method)
     match = pattern.fullmatch(url_path(path)) if pattern is not None else None
     if match is None:
         raise malformed
@@ -148,21 +148,12 @@ def format_predictions(outputs, is_row):
     """The :predict response body: {"predictions": rows} or {"outputs": columns}, each value
     pre-encoded (json_writer.RawJson) with TF Serving's float texts; encode_json writes it."""
     if is_row:
-        return {"predictions": json_writer.RawJson("[" + ", ".join(row_texts(outputs)) + "]")}
-    columns = {name: column_texts(outputs, name) for name in outputs}
+        return {"predictions": json_writer.RawJson("[" + ", ".join(make_row_texts(outputs)) + "]")}
+    columns = {name: json_writer.value_texts(name, outputs[name]) for name in outputs}
     whole = {name: json_writer.RawJson("[" + ", ".join(texts) + "]")
              if np.ndim(outputs[name]) else json_writer.RawJson(texts[0])
              for name, texts in columns.items()}
     return {"outputs": next(iter(whole.values())) if len(whole) == 1 else whole}
-
-
-def row_texts(outputs):
-    """The JSON text of each instance's predictions; for a batched request (a
-    batching.OutputsSlice) made once for the whole batch and sliced."""
-    batch = getattr(outputs, "batch", None)
-    if batch is None:
-        return make_row_texts(outputs)
-    return batch.once(("rows",), make_row_texts)[outputs.start:outputs.stop]
 
 
 def make_row_texts(outputs):
@@ -171,16 +162,6 @@ def make_row_texts(outputs):
         return columns[0]
     keys = [json_writer.encode_string(name) + ": " for name in outputs]
     return ["{" + ", ".join(map(str.__add__, keys, row)) + "}" for row in zip(*columns)]
-
-
-def column_texts(outputs, name):
-    """json_writer.value_texts of one output; for a batched request (a batching.OutputsSlice)
-    made once for the whole batch and sliced, so 8 merged requests format once, not 8 times."""
-    batch = getattr(outputs, "batch", None)
-    if batch is None:
-        return json_writer.value_texts(name, outputs[name])
-    texts = batch.once(name, lambda merged: json_writer.value_texts(name, merged[name]))
-    return texts[outputs.start:outputs.stop]
 
 
 def parse_examples_body(body, route, request):
@@ -197,15 +178,43 @@ def parse_examples_body(body, route, request):
     return request
 
 
-def classify_or_regress(core, route, body):
-    """The :classify/:regress answer: the body parsed first, then the model resolved and the
-    request run as gRPC's Classify/Regress runs it (TF Serving's order)."""
-    is_classify = route.action == "classify"
-    request = parse_examples_body(body, route, classification_pb2.ClassificationRequest()
-                                  if is_classify else regression_pb2.RegressionRequest())
+def process_request(core, route, body):
+    """The JSON-able answer to a routed request: its verb's process_* (ProcessRequest)."""
+    return PROCESSORS[route.action](core, route, body)
+
+
+def process_status(core, route, body):
+    """ProcessModelStatusRequest; labels are ignored, as TF Serving ignores them here."""
+    return format_status(core.get_status(route.model_name, route.version))
+
+
+def process_metadata(core, route, body):
+    """ProcessModelMetadataRequest."""
     served = core.get(route.model_name, route.version, route.label)
-    if is_classify:
-        return format_classification(inference.classify(served, request).result)
+    return format_metadata(served.model_name, served.version, served.signature_defs)
+
+
+def process_predict(core, route, body):
+    """ProcessPredictRequest: the body parsed first, then the model resolved (TF Serving's
+    order), the inputs read by the signature's, the model run."""
+    signature_name, is_row, payload = parse_predict_body(body)
+    served = core.get(route.model_name, route.version, route.label)
+    name, signature_def = served.resolve_signature(signature_name)
+    inputs = extract_inputs(is_row, payload, signature_def.inputs)
+    return format_predictions(served.predict(name, inputs), is_row)
+
+
+def process_classify(core, route, body):
+    """ProcessClassifyRequest: the body parsed, then run as gRPC's Classify runs it."""
+    request = parse_examples_body(body, route, classification_pb2.ClassificationRequest())
+    served = core.get(route.model_name, route.version, route.label)
+    return format_classification(inference.classify(served, request).result)
+
+
+def process_regress(core, route, body):
+    """ProcessRegressRequest: the body parsed, then run as gRPC's Regress runs it."""
+    request = parse_examples_body(body, route, regression_pb2.RegressionRequest())
+    served = core.get(route.model_name, route.version, route.label)
     return format_regression(inference.regress(served, request).result)
 
 
@@ -258,6 +267,9 @@ def format_metadata(model_name, version, signature_defs):
     }
 
 
+PROCESSORS = {"status": process_status, "metadata": process_metadata,
+              "predict": process_predict, "classify": process_classify,
+              "regress": process_regress}
 encode_json = json_writer.encode_json
 
 

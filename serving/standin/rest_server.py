@@ -1,13 +1,12 @@
-"""The stand-in's REST endpoint: one asyncio event loop for every connection, in front of serving/standin/rest_routes.py.
+"""The stand-in's REST transport (TF Serving's http_server.cc): one asyncio event loop for every connection.
 
 The loop reads and writes every connection (serving/standin/http_wire.py parses
-the bytes). A batched :predict (--enable_batching) is answered without leaving it
-until its batch is done: parsed, checked and queued on the loop, its answer made
-by the batch thread and written by the loop, as bench/floor_server.py does: no
-thread per connection to wake, so the GIL changes hands less. Anything that blocks
-(a model call without batching, :classify, :regress, a large body, status and
-metadata) runs in a worker thread (Workers) and its answer comes back to the loop.
-One request per connection at a time: pipelined requests wait in order.
+the bytes). Each request under /v1/ goes to a worker thread (Workers), which runs
+handle_request: the request counted in the metrics, routed and answered by
+serving/standin/rest_routes.py (TF Serving's REST handler); the answer comes back
+to the loop to be written. Only the metrics page and paths outside /v1/ are
+answered on the loop. One request per connection at a time: pipelined requests
+wait in order.
 
 As TF Serving reads it, the whole body is read before the request is routed, so an
 error answer never leaves unread bytes behind; over max_request_bytes it is refused
@@ -35,13 +34,12 @@ IDLE_SECONDS = 60  # a connection idle this long between requests is closed
 # the client, still sending, sees the 413 instead of a connection reset.
 MAX_DISCARD_BYTES = 128 * 1024 * 1024
 DISCARD_SECONDS = 5
-# A batched :predict body up to this size is parsed on the loop (~1 ms of JSON at most);
-# a larger one in a worker, so one big request never stalls the other connections.
-LOOP_PREDICT_MAX_BYTES = 256 * 1024
-MAX_WORKERS = 32  # requests blocking at once (model calls without batching overlap)
+# Requests answered at once; with --enable_batching this bounds how many REST requests
+# one batch can merge (gRPC's is grpc_server.GRPC_WORKERS).
+MAX_WORKERS = 64
 PAUSE_READING_BYTES = 1024 * 1024  # pipelined bytes kept while an answer is pending
 STOP_GRACE_SECONDS = 1.0  # requests in flight at stop() get this long to be answered
-LOG = logging.getLogger()  # the root logger, where the threaded server's lines went
+LOG = logging.getLogger()  # the root logger: REST errors stand among the server's own lines
 
 
 def handle_request(server, method, path, body):
@@ -56,52 +54,7 @@ def handle_request(server, method, path, body):
         record.model_name = route.model_name
         if route.action in rest_routes.POST_ACTIONS:
             record.api = route.action
-        return 200, answer(server.core, route, body)
-
-
-def answer(core, route, body):
-    """The JSON-able answer to a routed request."""
-    if route.action == "status":  # labels are ignored, as TF Serving ignores them here
-        return rest_routes.format_status(core.get_status(route.model_name, route.version))
-    if route.action == "metadata":
-        served = core.get(route.model_name, route.version, route.label)
-        return rest_routes.format_metadata(served.model_name, served.version,
-                                           served.signature_defs)
-    if route.action == "predict":
-        signature_name, is_row, payload = rest_routes.parse_predict_body(body)
-        served = core.get(route.model_name, route.version, route.label)
-        name, signature_def = served.resolve_signature(signature_name)
-        inputs = rest_routes.extract_inputs(is_row, payload, signature_def.inputs)
-        return rest_routes.format_predictions(served.predict(name, inputs), is_row)
-    return rest_routes.classify_or_regress(core, route, body)
-
-
-def predict_on_loop(server, route, body, when_answered):
-    """A batched :predict without waiting: parsed (JSON first, then the model resolved, as
-    TF Serving does), checked and queued; the batch thread calls when_answered(status,
-    JSON-able answer) when the batch is done. Errors before the queue are raised here."""
-    record = metrics_lib.track(server.metrics, route.model_name, "predict", "REST").__enter__()
-    try:
-        signature_name, is_row, payload = rest_routes.parse_predict_body(body)
-        served = server.core.get(route.model_name, route.version, route.label)
-        name, signature_def = served.resolve_signature(signature_name)
-        inputs = rest_routes.extract_inputs(is_row, payload, signature_def.inputs)
-    except BaseException as e:
-        record.__exit__(type(e), e, None)
-        raise
-
-    def when_done(outputs, error):  # the batch thread
-        record.__exit__(type(error) if error else None, error, None)
-        if error is not None:
-            when_answered(error.http_status, {"error": error.message})
-        else:
-            when_answered(200, rest_routes.format_predictions(outputs, is_row))
-
-    try:
-        served.predict_later(name, inputs, when_done)
-    except BaseException as e:
-        record.__exit__(type(e), e, None)
-        raise
+        return 200, rest_routes.process_request(server.core, route, body)
 
 
 def error_answer(error, method, target):
@@ -193,7 +146,7 @@ class RestConnection(asyncio.Protocol):
             self.transport.resume_reading()
 
     def respond(self, request):
-        """Answers on the loop what cannot block; the rest goes to a worker thread."""
+        """Answers the metrics page and paths outside /v1/ on the loop; the API in a worker."""
         head, server = request.head, self.server
         path = rest_routes.url_path(head.target)
         if server.prometheus_path is not None and path == server.prometheus_path:
@@ -203,28 +156,7 @@ class RestConnection(asyncio.Protocol):
             error = errors.NotFound(f"Not found: {head.method} {path} "
                                     "(TF Serving serves /v1/... only)")
             return self.finish(json_answer(head, 404, {"error": error.message}))
-        route = self.loop_predict_route(head, request.body)
-        if route is None:
-            return server.workers.submit(self.answer_in_worker, request)
-        try:
-            predict_on_loop(server, route, request.body, self.answer_from_batch)
-        except Exception as e:  # noqa: BLE001 - the request boundary: answer, keep serving
-            self.finish(json_answer(head, *error_answer(e, head.method, head.target)))
-
-    def loop_predict_route(self, head, body):
-        """The Route of a :predict to answer on the loop (batching, a small body), else None."""
-        if (not self.server.is_batching or head.method != "POST"
-                or len(body) > LOOP_PREDICT_MAX_BYTES):
-            return None
-        try:
-            route = rest_routes.route("POST", head.target)
-        except errors.ServingError:
-            return None  # the worker answers it, counted as TF Serving counts it
-        return route if route.action == "predict" else None
-
-    def answer_from_batch(self, status, answer):
-        """when_answered of a batched :predict: the answer made here, in the batch thread."""
-        self.server.answers.hand_over(self.finish, json_answer(self.pending, status, answer))
+        server.workers.submit(self.answer_in_worker, request)
 
     def answer_in_worker(self, request):
         """A worker thread's job: the whole answer, handed back to the loop."""
@@ -233,7 +165,7 @@ class RestConnection(asyncio.Protocol):
             status, answer = handle_request(self.server, head.method, head.target, request.body)
         except Exception as e:  # noqa: BLE001 - the request boundary: answer, keep serving
             status, answer = error_answer(e, head.method, head.target)
-        self.server.answers.hand_over(self.finish, json_answer(head, status, answer))
+        self.loop.call_soon_threadsafe(self.finish, json_answer(head, status, answer))
 
     def finish(self, data):
         """Writes the pending request's answer (on the loop), then goes on to the next."""
@@ -285,31 +217,6 @@ class RestConnection(asyncio.Protocol):
         self.loop.call_later(max(1.0, IDLE_SECONDS - idle), self.close_if_idle)
 
 
-class AnswersToLoop:
-    """Answers made in other threads, handed to the loop with one wake-up for all that are
-    ready: a batch's 8 answers wake the loop once, not 8 times (each wake-up is a write to
-    its self-pipe and a turn of the GIL)."""
-
-    def __init__(self, loop):
-        self.loop = loop
-        self._lock = threading.Lock()
-        self._ready = []
-
-    def hand_over(self, finish, data):
-        """finish(data) on the loop, soon (any thread)."""
-        with self._lock:
-            self._ready.append((finish, data))
-            is_first = len(self._ready) == 1
-        if is_first:
-            self.loop.call_soon_threadsafe(self._deliver)
-
-    def _deliver(self):
-        with self._lock:
-            ready, self._ready = self._ready, []
-        for finish, data in ready:
-            finish(data)
-
-
 class Workers:
     """Daemon threads for the requests that block, started as needed up to max_workers and
     then reused (daemon: a request stuck in a model call never holds up the process's exit)."""
@@ -353,7 +260,6 @@ class RestServer:
 
     def __init__(self, sock, core, max_request_bytes, metrics=None, prometheus_path=None):
         self.core, self.metrics = core, metrics
-        self.is_batching = core.scheduler is not None
         self.max_request_bytes = max_request_bytes
         self.prometheus_path = prometheus_path  # None: no metrics page (monitoring is off)
         self.workers = Workers(MAX_WORKERS)
@@ -361,7 +267,6 @@ class RestServer:
         self.server_address = sock.getsockname()[:2]
         self.server_port = self.server_address[1]
         self.loop = asyncio.new_event_loop()
-        self.answers = AnswersToLoop(self.loop)
         self._server = self.loop.run_until_complete(
             self.loop.create_server(lambda: RestConnection(self), sock=sock))
         self._thread = threading.Thread(target=self.loop.run_forever, name="rest-server",

@@ -19,7 +19,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from common import predict_protos, signature, warmup
 
-from serving.standin import batching, errors, metrics
+from serving.standin import errors, metrics
 from serving.standin.signature_inputs import (check_batch_sizes, check_input_names, convert_inputs,
                                              parse_input_specs)
 
@@ -36,7 +36,7 @@ class _Released:
 def freeze_startup_objects():
     """Once per process, before the first model loads: the objects alive now (TensorFlow's
     own, ~300,000) move to gc's permanent generation, so collect_released() scans only what
-    came later: ~5 ms instead of 130-270 ms with the GIL held."""
+    came later, a few ms with the GIL held instead of a few hundred."""
     if not _Released.is_frozen:
         _Released.is_frozen = True
         gc.collect()
@@ -113,7 +113,7 @@ class ServedVersion:
         """Runs a signature on {input name: array-like}; returns {output name: numpy array}.
 
         api ("Predict", "Classify", "Regress") labels the model call's runtime_latency. With
-        batching it waits for its merged batch (predict_later does not wait).
+        batching it waits for its merged batch.
         """
         name, arrays = self.checked_inputs(signature_name, inputs)
         start = time.perf_counter()
@@ -125,22 +125,6 @@ class ServedVersion:
                                          lambda merged: self.run_signature(name, merged), arrays)
         metrics.PROCESS.record_runtime(self.model_name, api, time.perf_counter() - start)
         return outputs
-
-    def predict_later(self, signature_name, inputs, when_done):
-        """predict() for an event loop, with batching: the request is checked and queued, and
-        this returns at once; the batch thread calls when_done(outputs, error) when its batch
-        is done (outputs None when error is set). Check errors are raised here, as predict's."""
-        name, arrays = self.checked_inputs(signature_name, inputs)
-        check_batch_sizes(arrays)
-        start, model_name = time.perf_counter(), self.model_name
-
-        def on_done(task):
-            metrics.PROCESS.record_runtime(model_name, "Predict", time.perf_counter() - start)
-            when_done(task.outputs, task.error)
-
-        task = batching.callback_task(arrays, on_done)
-        self.scheduler.schedule((self.model_name, self.version, name),
-                                lambda merged: self.run_signature(name, merged), task)
 
     def checked_inputs(self, signature_name, inputs):
         """(signature name, {input name: numpy array}) of a request, by TF Serving's checks."""
@@ -164,10 +148,8 @@ class ServedVersion:
 
 def collect_released():
     """A full garbage collection when a ServedVersion was freed since the last call; the
-    seconds it took, or None. Without it each unloaded version of the fixture model kept
-    ~2 MB (40 swaps: +59 to +75 MB of RSS; with it +2 to +5 MB,
-    tests/serving/standin/test_version_swap_memory.py). glibc's malloc_trim(0) after each
-    unload, measured alone, left the growth as it was: the memory was still referenced."""
+    seconds it took, or None. Without it an unloaded version's graphs and variables stay
+    (tests/serving/standin/test_version_swap_memory.py measures the RSS over 40 swaps)."""
     if not _Released.is_pending:
         return None
     _Released.is_pending = False
@@ -180,10 +162,9 @@ def call_signature(function, tensors):
     """{output: tensor} of a loaded signature called with {input: tensor}.
 
     The flat call TF falls back to for an estimator export's signatures: the keyword call
-    first fails a structured binding whose error text reprs every input tensor (0.15 ms of
-    GIL-held CPU at batch 1, 0.6 ms at 32). It is TF 2.15's private method (the lock pins
-    TF), so a TensorFlow without it gets the keyword call. bench_serving's baseline uses
-    this too."""
+    first fails a structured binding whose error text reprs every input tensor, a cost that
+    grows with the batch. It is TF 2.15's private method (the lock pins TF), so a
+    TensorFlow without it gets the keyword call. bench_serving's baseline uses this too."""
     flat_call = getattr(function, "_call_with_flat_signature", None)
     if flat_call is None:
         return function(**tensors)
