@@ -12,10 +12,8 @@ length and not chunked means no body.
 """
 import dataclasses
 import email.utils
-import functools
 import http
 import sys
-import time
 
 from serving.standin import errors
 
@@ -269,34 +267,14 @@ def too_large(length, limit):
 def answer_head(version, status, content_type, body_length, connection):
     """An answer's status line and headers. body_length None: no Content-Length (a HEAD
     answer, as libevent writes it); connection: "close", "keep-alive" or None (no header)."""
-    length = "" if body_length is None else f"Content-Length: {body_length}\r\n"
-    return (head_start(version, status) + http_date() + head_end(content_type, connection)
-            + length + "\r\n").encode("latin-1")
-
-
-@functools.lru_cache(maxsize=64)
-def head_start(version, status):
-    return (f"{version} {status} {http.HTTPStatus(status).phrase}\r\nServer: {SERVER_HEADER}"
-            f"\r\nDate: ")
-
-
-@functools.lru_cache(maxsize=64)
-def head_end(content_type, connection):
-    connection = f"Connection: {connection}\r\n" if connection else ""
-    return f"\r\nContent-Type: {content_type}\r\n{connection}"
+    lines = [f"{version} {status} {http.HTTPStatus(status).phrase}", f"Server: {SERVER_HEADER}",
+             f"Date: {email.utils.formatdate(usegmt=True)}", f"Content-Type: {content_type}"]
+    lines += [f"Connection: {connection}"] * (connection is not None)
+    lines += [f"Content-Length: {body_length}"] * (body_length is not None)
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
 def libevent_error_page(status):
     """The HTML body of libevent's evhttp_send_error for a status."""
     reason = http.HTTPStatus(status).phrase
     return LIBEVENT_ERROR_PAGE.format(code=status, reason=reason).encode()
-
-
-def http_date():
-    """The Date header's text (RFC 9110), formatted once per second."""
-    return http_date_of(int(time.time()))
-
-
-@functools.lru_cache(maxsize=1)
-def http_date_of(second):
-    return email.utils.formatdate(second, usegmt=True)

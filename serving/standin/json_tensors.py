@@ -32,17 +32,6 @@ NUMPY_TYPES = {"DT_FLOAT": np.float32, "DT_DOUBLE": np.float64, "DT_INT32": np.i
                "DT_UINT32": np.uint32, "DT_UINT64": np.uint64}
 
 
-
-
-
-
-
-
-
-
-
-
-
 # --- JSON values in messages (JsonValueToString) --------------------------------------------
 
 def type_name(value):
@@ -269,9 +258,6 @@ def read_instances(request, tensor_infos):
         raise format_error(request, "Excepting 'instances' to be an list/array")
     if not instances:
         raise format_error(request, "No values in 'instances' array")
-    arrays = read_b64_instances(instances, tensor_infos)
-    if arrays is not None:
-        return arrays
     if not isinstance(instances[0], dict) and len(tensor_infos) > 1:
         raise errors.InvalidArgument(
             "instances is a plain list, but expecting list of objects as multiple input "
@@ -293,32 +279,6 @@ def read_instances(request, tensor_infos):
     return {name: to_array(values, [len(instances)] + shapes[name][1],
                            dtype_name_of(tensor_infos[name]))
             for name, values in columns.items()}
-
-
-def read_b64_instances(instances, tensor_infos):
-    """The common request, one string input and every instance {"b64": "..."}, read the short
-    way (the general path's result for it, a third of its cost); None for anything else, a
-    bad base64 text included, so the general path answers with TF Serving's words."""
-    if len(tensor_infos) != 1:
-        return None
-    ((name, info),) = tensor_infos.items()
-    if dtype_name_of(info) != "DT_STRING":
-        return None
-    texts = []
-    for item in instances:
-        if type(item) is not dict or len(item) != 1:
-            return None
-        text = item.get("b64")
-        if type(text) is not str:
-            return None
-        texts.append(text)
-    try:
-        values = [base64.b64decode(text + "=" * (-len(text) % 4), validate=True) for text in texts]
-    except (binascii.Error, ValueError):
-        return None
-    array = np.empty(len(values), dtype=object)
-    array[:] = values
-    return {name: array}
 
 
 def read_object_instance(element, index, tensor_infos, shapes, columns):
@@ -354,21 +314,3 @@ def read_inputs(request, tensor_infos):
         values, shape = read_tensor(value[name], dtype_name, name)
         arrays[name] = to_array(values, shape, dtype_name)
     return arrays
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-

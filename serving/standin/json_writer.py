@@ -8,7 +8,6 @@ Strings are text, or {"b64": ...} for *_bytes outputs and bytes that are not UTF
 
     .venv/bin/python -c "from serving.standin import json_writer as j; import numpy as np; print(j.format_floats(np.float32([0.1, 1, 2/3, np.nan])))"
 """
-import array
 import base64
 import json
 from json.encoder import encode_basestring_ascii as encode_string  # json.dumps' own, in C
@@ -16,9 +15,6 @@ from json.encoder import encode_basestring_ascii as encode_string  # json.dumps'
 import numpy as np
 
 BINARY_SUFFIX = "_bytes"  # TF Serving: string tensors named *_bytes carry base64 binary
-
-
-SMALL_FLOATS = 256  # up to this many values format_floats formats without numpy
 
 
 class RawJson(str):
@@ -33,8 +29,6 @@ def format_floats(values):
     if not is_double:
         flat = flat.astype(np.float32)
     numbers = flat.tolist()
-    if len(numbers) <= SMALL_FLOATS:
-        return format_numbers(numbers, is_double)
     texts = ["%.6g" % v for v in numbers]
     finite = np.isfinite(flat)
     back = np.array(texts, dtype=np.float64)  # "nan"/"inf" parse too; no warnings
@@ -48,22 +42,6 @@ def format_floats(values):
         text = texts[i]
         if "." not in text and "e" not in text:
             texts[i] = text + ".0" if finite[i] else non_finite_text(numbers[i])
-    return texts
-
-
-def format_numbers(numbers, is_double):
-    """format_floats for a few Python floats (float32 values unless is_double), in plain
-    Python: the numpy calls cost ~20 us per answer, more than a batch-1 answer's ten values.
-    One pass per step, no call per value: this runs for every batch's answers."""
-    texts = ["%.6g" % v for v in numbers]
-    backs = list(map(float, texts)) if is_double else array.array("f", map(float, texts)).tolist()
-    long_form = "%.17g" if is_double else "%.9g"
-    texts = [text if back == value else long_form % value
-             for text, back, value in zip(texts, backs, numbers)]
-    # Only whole numbers and NaN/Infinity lack both "." and "e" (NaN != NaN: long form).
-    for i in [i for i, text in enumerate(texts) if "." not in text and "e" not in text]:
-        value = numbers[i]
-        texts[i] = non_finite_text(value) if value - value != 0 else texts[i] + ".0"
     return texts
 
 
