@@ -2,9 +2,11 @@
 
 The service definitions and messages are the `tensorflow-serving-api` package's
 generated code, so any TF Serving gRPC client works unchanged. Implemented:
-Predict (outputs in typed fields, as TF Serving writes them), GetModelMetadata,
-GetModelStatus, ModelService.HandleReloadConfigRequest, and Classify, Regress and
-MultiInference on classification/regression signatures (serving/standin/inference.py).
+Predict (outputs in the typed field of their dtype, float_val, int64_val, string_val...,
+with dtype and tensor_shape, never tensor_content: TF Serving's kAsProtoField),
+GetModelMetadata, GetModelStatus, ModelService.HandleReloadConfigRequest, and
+Classify, Regress and MultiInference on classification/regression signatures
+(serving/standin/inference.py).
 A model_spec may name a version or a version_label. Errors carry TF Serving's
 codes and words (predict_util.cc, get_model_metadata_impl.cc, server_core.cc).
 
@@ -16,6 +18,9 @@ import socket
 from concurrent import futures
 
 import grpc
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.framework import tensor_pb2
 from tensorflow_serving.apis import (get_model_metadata_pb2, model_management_pb2, model_pb2,
                                      model_service_pb2_grpc, predict_pb2,
                                      prediction_service_pb2_grpc)
@@ -23,12 +28,42 @@ from tensorflow_serving.apis import (get_model_metadata_pb2, model_management_pb
 from common import predict_protos, signature
 
 from serving.standin import (config_files, errors, inference, metrics as metrics_lib,
-                             signature_inputs, tensor_protos)
+                             signature_inputs)
 
 # Concurrent RPCs, each holding a thread while its model call runs (the calls release the
 # GIL); with --enable_batching this bounds how many requests one batch can merge.
 GRPC_WORKERS = 64
 SIGNATURE_DEF_FIELD = "signature_def"  # the only GetModelMetadata field TF Serving serves
+# dtype -> the TensorProto field AsProtoField fills (tensor.proto documents which is which).
+TYPED_FIELDS = {
+    tf.float32: "float_val", tf.float64: "double_val", tf.int64: "int64_val",
+    tf.int32: "int_val", tf.int16: "int_val", tf.int8: "int_val", tf.uint8: "int_val",
+    tf.uint16: "int_val", tf.bool: "bool_val", tf.string: "string_val",
+    tf.uint32: "uint32_val", tf.uint64: "uint64_val",
+    tf.float16: "half_val", tf.bfloat16: "half_val",            # the 16 bits, as integers
+    tf.complex64: "scomplex_val", tf.complex128: "dcomplex_val",  # real, imaginary, ...
+}
+
+
+def make_typed_tensor_proto(value):
+    """A TensorProto of a numpy array (strings: an object array of bytes) in typed fields."""
+    array = np.asarray(value)
+    dtype = tf.string if array.dtype == object else tf.as_dtype(array.dtype)
+    proto = tensor_pb2.TensorProto(dtype=dtype.as_datatype_enum)
+    for size in array.shape:
+        proto.tensor_shape.dim.add(size=size)
+    getattr(proto, TYPED_FIELDS[dtype]).extend(typed_values(array, dtype))
+    return proto
+
+
+def typed_values(array, dtype):
+    """The flat values in the form their repeated field holds."""
+    flat = array.ravel()
+    if dtype in (tf.float16, tf.bfloat16):
+        return flat.view(np.uint16).tolist()
+    if dtype.is_complex:
+        return np.stack([flat.real, flat.imag], axis=-1).ravel().tolist()
+    return flat.tolist()
 
 
 def abort_on_error(method):
@@ -100,7 +135,7 @@ def predict(core, request):
     response.model_spec.version.value = served.version
     response.model_spec.signature_name = name
     for key in output_names:
-        response.outputs[key].CopyFrom(tensor_protos.make_typed_tensor_proto(outputs[key]))
+        response.outputs[key].CopyFrom(make_typed_tensor_proto(outputs[key]))
     return response
 
 
@@ -118,10 +153,7 @@ def metadata(core, request):
     response = get_model_metadata_pb2.GetModelMetadataResponse()
     response.model_spec.name = served.model_name
     response.model_spec.version.value = served.version
-    signature_map = get_model_metadata_pb2.SignatureDefMap()
-    for name, signature_def in served.signature_defs.items():
-        signature_map.signature_def[name].CopyFrom(signature_def)
-    response.metadata[SIGNATURE_DEF_FIELD].Pack(signature_map)
+    response.metadata[SIGNATURE_DEF_FIELD].Pack(served.signature_def_map())
     return response
 
 

@@ -4,29 +4,18 @@ Names, labels and bucket limits are TF Serving's (servables/tensorflow/util.cc,
 batching/batching_session.cc), and so is the page (util/prometheus_exporter.cc): a
 `# TYPE` line per metric, "/" in the name turned into ":", cumulative histogram
 buckets whose last limit is "+Inf", values as C++ prints them. So a dashboard or
-alert written for TF Serving reads the stand-in unchanged:
-
-    :tensorflow:serving:request_count{model_name,status}                  counter
-    :tensorflow:serving:request_latency{model_name,API,entrypoint}        histogram, microseconds
-    :tensorflow:serving:batching_session:wrapped_run_count                counter (with batching)
-    :tensorflow:serving:batching_session:queuing_latency{thread_pool_name} histogram (with batching)
-
-and, process-wide as TF's own registry is (so every server in one process shows them),
-the TensorFlow metrics the stand-in measures at the same points TF does:
-
-    :tensorflow:cc:saved_model:load_attempt_count{model_path,status}      counter, success|fail
-    :tensorflow:cc:saved_model:load_latency{model_path}                   counter, microseconds
-    :tensorflow:core:graph_runs, :tensorflow:core:graph_run_time_usecs    counters (model calls)
-    :tensorflow:core:graph_run_time_usecs_histogram                       histogram, microseconds
-    :tensorflow:serving:runtime_latency{model_name,API,runtime}           histogram, microseconds
-    :tensorflow:serving:request_example_counts{model}, ..._count_total{model}  Classify/Regress
-    :tensorflow:serving:model_warmup_latency{model_path,status}           histogram, microseconds
+alert written for TF Serving reads the stand-in unchanged. Metrics is one server's
+(request_count, request_latency, batching_session:*); PROCESS holds the TensorFlow
+metrics that are process-wide in TF's own registry (loads, graph runs, runtime
+latency, example counts, warm-up). docs/serving.md lists them all.
 
     curl http://127.0.0.1:8501/monitoring/prometheus/metrics
 """
 import bisect
+import contextlib
 import threading
 import time
+import types
 
 from serving.standin import errors
 
@@ -116,12 +105,35 @@ def format_labels(names, values):
     return ",".join(f'{name}="{value}"' for name, value in zip(names, escaped))
 
 
-class ProcessMetrics:
+class Registry:
+    """Metrics by TF name behind one lock; every method is safe to call from request threads."""
+
+    def __init__(self, metrics):
+        self.lock = threading.Lock()
+        self.metrics = metrics
+        self.by_name = {metric.name: metric for metric in metrics}
+
+    def add(self, name, labels, value=1):
+        with self.lock:
+            self.by_name[name].add(labels, value)
+
+    def int64_value(self, name):
+        """The integer of the metric's first point (cells in label order) as ModelService's
+        ReloadConfigResponse reads it: 0 for a histogram or an empty metric; None if absent."""
+        with self.lock:
+            metric = self.by_name.get(name)
+            if metric is None:
+                return None
+            if metric.kind != "counter" or not metric.cells:
+                return 0
+            return metric.cells[min(metric.cells)]
+
+
+class ProcessMetrics(Registry):
     """TF's process-wide metrics (CollectionRegistry::Default) that the stand-in measures."""
 
     def __init__(self):
-        self.lock = threading.Lock()
-        self.metrics = [
+        super().__init__([
             Counter(LOAD_ATTEMPT_COUNT, ("model_path", "status")),
             Counter(LOAD_LATENCY, ("model_path",)),
             Counter(GRAPH_RUNS, ()), Counter(GRAPH_RUN_TIME_USECS, ()),
@@ -131,126 +143,100 @@ class ProcessMetrics:
             Histogram(EXAMPLE_COUNTS, ("model",), exponential_limits(1, 2, 15)),
             Counter(EXAMPLE_COUNT_TOTAL, ("model",)),
             Histogram(MODEL_WARMUP_LATENCY, ("model_path", "status"),
-                      exponential_limits(10, 1.8, 33))]
-        self.by_name = {metric.name: metric for metric in self.metrics}
+                      exponential_limits(10, 1.8, 33))])
 
     def record_load(self, model_path, is_ok, seconds):
         """One SavedModel load attempt; its latency only when it succeeded (as TF's loader)."""
-        with self.lock:
-            self.by_name[LOAD_ATTEMPT_COUNT].add((model_path, "success" if is_ok else "fail"))
-            if is_ok:
-                self.by_name[LOAD_LATENCY].add((model_path,), int(seconds * 1e6))
+        self.add(LOAD_ATTEMPT_COUNT, (model_path, "success" if is_ok else "fail"))
+        if is_ok:
+            self.add(LOAD_LATENCY, (model_path,), int(seconds * 1e6))
 
     def record_graph_run(self, seconds):
         """One model call (TF's UpdateGraphExecTime: runs under a microsecond are not counted)."""
         micros = int(seconds * 1e6)
-        if micros <= 0:
-            return
-        with self.lock:
-            self.by_name[GRAPH_RUNS].add(())
-            self.by_name[GRAPH_RUN_TIME_USECS].add((), micros)
-            self.by_name[GRAPH_RUN_TIME_HISTOGRAM].add((), micros)
+        if micros > 0:
+            self.add(GRAPH_RUNS, ())
+            self.add(GRAPH_RUN_TIME_USECS, (), micros)
+            self.add(GRAPH_RUN_TIME_HISTOGRAM, (), micros)
 
     def record_runtime(self, model_name, api, seconds):
         """The model call of one Predict/Classify/Regress (with batching: queue included)."""
-        with self.lock:
-            self.by_name[RUNTIME_LATENCY].add((model_name, api, RUNTIME), int(seconds * 1e6))
+        self.add(RUNTIME_LATENCY, (model_name, api, RUNTIME), int(seconds * 1e6))
 
     def record_warmup(self, model_path, seconds):
         """A warm-up that replayed a version's warmup file to its end (TF Serving records
         none when the file is absent or a request fails); its status label is "OK"."""
-        with self.lock:
-            self.by_name[MODEL_WARMUP_LATENCY].add((model_path, "OK"), int(seconds * 1e6))
+        self.add(MODEL_WARMUP_LATENCY, (model_path, "OK"), int(seconds * 1e6))
 
     def record_examples(self, model_name, count):
         """The tf.Examples of one Classify/Regress/MultiInference request."""
-        with self.lock:
-            self.by_name[EXAMPLE_COUNTS].add((model_name,), count)
-            self.by_name[EXAMPLE_COUNT_TOTAL].add((model_name,), count)
+        self.add(EXAMPLE_COUNTS, (model_name,), count)
+        self.add(EXAMPLE_COUNT_TOTAL, (model_name,), count)
 
 
 PROCESS = ProcessMetrics()
 
 
-class Metrics:
-    """The stand-in's metrics; every method is safe to call from request threads."""
+class Metrics(Registry):
+    """One server's request metrics; render() writes them with the process-wide ones."""
 
     def __init__(self, is_batching=False):
-        self._lock = threading.Lock()
         latency_limits = exponential_limits(10, 1.8, 33)  # 10 us .. ~20 minutes, as TF Serving
-        self._metrics = [Counter(REQUEST_COUNT, ("model_name", "status")),
-                         Histogram(REQUEST_LATENCY, ("model_name", "API", "entrypoint"),
-                                   latency_limits)]
+        metrics = [Counter(REQUEST_COUNT, ("model_name", "status")),
+                   Histogram(REQUEST_LATENCY, ("model_name", "API", "entrypoint"), latency_limits)]
         if is_batching:
-            self._metrics += [Counter(WRAPPED_RUN_COUNT, ()),
-                              Histogram(QUEUING_LATENCY, ("thread_pool_name",),
-                                        exponential_limits(100, 1.2, 52))]
-        self._by_name = {metric.name: metric for metric in self._metrics}
+            metrics += [Counter(WRAPPED_RUN_COUNT, ()),
+                        Histogram(QUEUING_LATENCY, ("thread_pool_name",),
+                                  exponential_limits(100, 1.2, 52))]
+        super().__init__(metrics)
 
     def record_request(self, model_name, api, entrypoint, status_name, seconds):
         """One Predict/Classify/Regress call: counted by status; its latency only when OK
         (TF Serving records latency for successful requests only)."""
-        with self._lock:
-            self._by_name[REQUEST_COUNT].add((model_name, status_name))
-            if status_name == "OK":
-                self._by_name[REQUEST_LATENCY].add((model_name, api, entrypoint),
-                                                   int(seconds * 1e6))
+        self.add(REQUEST_COUNT, (model_name, status_name))
+        if status_name == "OK":
+            self.add(REQUEST_LATENCY, (model_name, api, entrypoint), int(seconds * 1e6))
 
     def record_batch(self, thread_pool_name, queued_seconds):
         """One merged model call and how long each of its requests waited in the queue."""
-        with self._lock:
-            self._by_name[WRAPPED_RUN_COUNT].add(())
-            for seconds in queued_seconds:
-                self._by_name[QUEUING_LATENCY].add((thread_pool_name,), int(seconds * 1e6))
+        self.add(WRAPPED_RUN_COUNT, ())
+        for seconds in queued_seconds:
+            self.add(QUEUING_LATENCY, (thread_pool_name,), int(seconds * 1e6))
 
     def render(self):
         """The Prometheus page: metrics sorted by TF name (TF's registry map order)."""
-        with self._lock, PROCESS.lock:
+        with self.lock, PROCESS.lock:
             lines = []
-            for metric in sorted(self._metrics + PROCESS.metrics, key=lambda m: m.name):
+            for metric in sorted(self.metrics + PROCESS.metrics, key=lambda m: m.name):
                 lines.append(f"# TYPE {metric.prometheus_name} {metric.kind}")
                 lines.extend(metric.lines())
         return "\n".join(lines) + "\n"
 
 
 def int64_value(metrics, name):
-    """The value ModelService's ReloadConfigResponse reads for a metric name: the integer of
-    the first point CollectionRegistry collects (cells in label order), 0 for a histogram,
-    an empty or an unknown metric. metrics: a server's Metrics or None (TF's own only)."""
-    registries = [(PROCESS.lock, PROCESS.by_name)]
-    if metrics is not None:
-        registries.append((metrics._lock, metrics._by_name))
-    for lock, by_name in registries:
-        with lock:
-            metric = by_name.get(name)
-            if metric is not None:
-                if metric.kind != "counter" or not metric.cells:
-                    return 0
-                return metric.cells[min(metric.cells)]
+    """The value ModelService's ReloadConfigResponse reads for a metric name (0 for an
+    unknown one). metrics: a server's Metrics or None (TF's own only)."""
+    for registry in [PROCESS] + ([metrics] if metrics is not None else []):
+        value = registry.int64_value(name)
+        if value is not None:
+            return value
     return 0
 
 
-class track:  # noqa: N801 - used as `with track(...)`, as the function it replaced
+@contextlib.contextmanager
+def track(metrics, model_name, api, entrypoint):
     """Records the request the with-block serves: its status (the canonical code's name of
     the ServingError it raised, OK, or UNKNOWN for anything else) and its latency. The block
-    may set model_name and api once it knows them (REST learns them from the URL). A class,
-    not a contextlib generator: a quarter of the cost on every request."""
-    __slots__ = ("metrics", "model_name", "api", "entrypoint", "start")
-
-    def __init__(self, metrics, model_name, api, entrypoint):
-        self.metrics, self.model_name, self.api, self.entrypoint = metrics, model_name, api, entrypoint
-
-    def __enter__(self):
-        self.start = time.perf_counter()
-        return self
-
-    def __exit__(self, exc_type, error, traceback):
-        if self.metrics is None:
-            return False
-        if exc_type is None:
-            status = "OK"
-        else:
-            status = error.code_name if isinstance(error, errors.ServingError) else "UNKNOWN"
-        self.metrics.record_request(self.model_name, self.api, self.entrypoint, status,
-                                    time.perf_counter() - self.start)
-        return False
+    may set model_name and api on the record it gets (REST learns them from the URL)."""
+    record = types.SimpleNamespace(model_name=model_name, api=api)
+    start, status = time.perf_counter(), "UNKNOWN"
+    try:
+        yield record
+        status = "OK"
+    except errors.ServingError as e:
+        status = e.code_name
+        raise
+    finally:
+        if metrics is not None:
+            metrics.record_request(record.model_name, record.api, entrypoint, status,
+                                   time.perf_counter() - start)

@@ -22,7 +22,7 @@ import urllib.parse
 
 import numpy as np
 from google.protobuf import json_format
-from tensorflow_serving.apis import classification_pb2, get_model_metadata_pb2, regression_pb2
+from tensorflow_serving.apis import classification_pb2, regression_pb2
 
 from serving.standin import (errors, inference, json_examples, json_reader, json_tensors,
                              json_writer)
@@ -191,7 +191,7 @@ def process_status(core, route, body):
 def process_metadata(core, route, body):
     """ProcessModelMetadataRequest."""
     served = core.get(route.model_name, route.version, route.label)
-    return format_metadata(served.model_name, served.version, served.signature_defs)
+    return format_metadata(served)
 
 
 def process_predict(core, route, body):
@@ -255,15 +255,13 @@ def format_status(response):
     return json_format.MessageToDict(response, preserving_proto_field_name=True, **PRINT_DEFAULTS)
 
 
-def format_metadata(model_name, version, signature_defs):
+def format_metadata(served):
     """GetModelMetadataResponse JSON: model_spec plus the signature_def map."""
-    signature_map = get_model_metadata_pb2.SignatureDefMap()
-    for name, signature_def in signature_defs.items():
-        signature_map.signature_def[name].CopyFrom(signature_def)
     return {
-        "model_spec": {"name": model_name, "signature_name": "", "version": str(version)},
+        "model_spec": {"name": served.model_name, "signature_name": "",
+                       "version": str(served.version)},
         "metadata": {"signature_def": json_format.MessageToDict(
-            signature_map, preserving_proto_field_name=True, **PRINT_DEFAULTS)},
+            served.signature_def_map(), preserving_proto_field_name=True, **PRINT_DEFAULTS)},
     }
 
 

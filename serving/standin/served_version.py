@@ -16,6 +16,7 @@ import time
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow_serving.apis import get_model_metadata_pb2
 
 from common import predict_protos, signature, warmup
 
@@ -100,6 +101,10 @@ class ServedVersion:
         # only by a full collection, which the allocation-driven one seldom runs in a process
         # holding TF's many long-lived objects: collect_released() runs it.
         _Released.is_pending = True
+
+    def signature_def_map(self):
+        """The SignatureDefMap GetModelMetadata answers with (REST and gRPC)."""
+        return get_model_metadata_pb2.SignatureDefMap(signature_def=self.signature_defs)
 
     def resolve_signature(self, signature_name):
         """The SignatureDef to run; "" means serving_default, as in TF Serving (REST's words)."""
