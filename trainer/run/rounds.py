@@ -1,12 +1,14 @@
 """Training rounds, for either engine: train steps_per_eval steps, evaluate, record, stop early, export.
 
-Each round reads the global step from the latest checkpoint in output_dir, trains to
-min(step + steps_per_eval, train_steps), evaluates, exports when the eval metric
+Each round reads the global step from the latest checkpoint in output_dir, trains to the
+next multiple of steps_per_eval (or train_steps, when sooner), evaluates, exports when the eval metric
 (--early_stopping_metric) is the best so far and appends the results to
 OUT/eval_results.jsonl (trainer/run/evaluations.py); with --early_stopping_patience it
 stops when they stop improving. Killed at any point (kill -9 included), the same
-command resumes from the last checkpoint; run again after it finished, it trains
-nothing and exports nothing new. The engine (trainer/run/driver.py's Engine) trains,
+command resumes from the last checkpoint and evaluates at the same steps as a run
+that was never interrupted (a checkpoint between two evaluations is trained on, not
+evaluated: an extra evaluation could change the best export and early stopping's
+count); run again after it finished, it trains nothing and exports nothing new. The engine (trainer/run/driver.py's Engine) trains,
 evaluates and exports; this module is the contract of the run directory both keep.
 
     .venv/bin/python -m trainer.task --train_data_path 'DIR/train-*' \\
@@ -54,9 +56,10 @@ def check_progress(before, after, params):
 def train_and_evaluate(engine, params):
     """Trains to train_steps with an evaluation every steps_per_eval; returns the export path.
 
-    A checkpoint without an eval record (the run was killed before or during its
-    evaluation, or mid-training) is evaluated first, so eval_results.jsonl and the best
-    export never miss a checkpoint the loop stopped at. With early_stopping_patience,
+    A round-end checkpoint without an eval record (the run was killed before or during
+    its evaluation) is evaluated first, so eval_results.jsonl and the best export never
+    miss an evaluation of the schedule; one between two round ends (killed mid-training)
+    is not (is_round_end). With early_stopping_patience,
     the loop ends once that many evaluations in a row did not improve on the best
     (stop_early). Mode train trains in the same rounds without evaluating (a
     continuous_eval job does).
@@ -69,15 +72,30 @@ def train_and_evaluate(engine, params):
     if not step:
         hparams_view.write_hparams(params)  # once per run: TensorBoard's HParams tab
     while True:
-        if evaluates and step and step not in eval_records.evaluated_steps(output_dir):
+        if (evaluates and step and is_round_end(step, params)
+                and step not in eval_records.evaluated_steps(output_dir)):
             evaluations.evaluate_and_record(engine, params)
         if step >= params["train_steps"]:
             return export_latest(engine, params)
         stopped = stop_early(engine, params) if evaluates else None
         if stopped:
             return stopped
-        engine.train(min(step + params["steps_per_eval"], params["train_steps"]))
+        engine.train(next_round_end(step, params))
         step = check_progress(step, checkpoints.latest_checkpoint(output_dir)[1], params)
+
+
+def next_round_end(step, params):
+    """The step the round from `step` trains to: the next multiple of steps_per_eval, or
+    train_steps when sooner. Multiples, not step + steps_per_eval: a run resumed from a
+    checkpoint between two evaluations evaluates where an uninterrupted run does."""
+    following = (step // params["steps_per_eval"] + 1) * params["steps_per_eval"]
+    return min(following, params["train_steps"])
+
+
+def is_round_end(step, params):
+    """True for a step the schedule evaluates: a multiple of steps_per_eval, or train_steps
+    (or beyond it: a run whose train_steps was lowered ends there)."""
+    return step % params["steps_per_eval"] == 0 or step >= params["train_steps"]
 
 
 def stop_early(engine, params):
