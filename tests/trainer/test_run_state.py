@@ -66,6 +66,7 @@ def test_a_lost_state_file_resumes_from_the_newest_checkpoint_and_says_so(run_co
     assert result.returncode == 0, result.stderr[-3000:]
     assert (f"{out}/checkpoint is missing: resuming from model.ckpt-4 (step 4), the newest checkpoint "
             f"here, checked to restore") in result.stderr
+    assert result.stderr.count("resuming from") == 1  # said once, not by each check
     assert checkpoints.latest_checkpoint(str(out))[1] == 6
     steps = [r["global_step"] for r in eval_records.read_eval_results(str(out))]
     assert steps == [2, 4, 6]  # one history: no second training from step 0
@@ -114,6 +115,60 @@ def test_a_state_naming_deleted_files_falls_back_to_the_newest_intact_one(run_co
     assert f"{out}/checkpoint names model.ckpt-4, whose files are gone: resuming from model.ckpt-2" in result.stderr
     assert (out / "export" / "image_classifier" / "2" / "saved_model.pb").exists()
     assert 'model_checkpoint_path: "model.ckpt-2"' in (out / checkpoints.STATE_FILE).read_text()
+    # The lost checkpoint's version 4 stays the one TF Serving serves: said in one line.
+    base = out / "export" / "image_classifier"
+    assert (f"{base}/4 stays the highest version, exported from model.ckpt-4, which {out} no longer "
+            f"holds, so TF Serving keeps serving it, not this run's version 2: move {base}/4 out of "
+            f"{base} to serve 2") in result.stderr.splitlines()
+
+
+@pytest.mark.parametrize("mode", ["train_and_eval", "export"])
+def test_a_lost_index_of_the_newest_checkpoint_is_refused_as_lost_data_is(run_copy, mode):
+    """Its .data is here and the state names it: never a quiet fallback to model.ckpt-2."""
+    data, out = run_copy
+    (out / "model.ckpt-4.index").unlink()
+    before = snapshot(out)
+    result = run_trainer(*argv_for(data, out, mode=mode, train_steps=6))
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines() == [
+        f"error: checkpoint {out}/model.ckpt-4 (step 4) is damaged: model.ckpt-4.index is missing (its "
+        f"data is here); move {out}/model.ckpt-4.* out of the directory to resume from model.ckpt-2 "
+        f"(step 2), or restore the files from a copy"]
+    assert snapshot(out) == before
+
+
+def test_a_save_killed_before_its_index_resumes_from_the_checkpoint_the_state_names(run_copy):
+    """TensorFlow moves a save's .data into place, then writes its .index, then the state: killed
+    between the two, the state still names the last whole checkpoint, which is the run's."""
+    _, out = run_copy
+    checkpoints.write_state(str(out), checkpoints.list_checkpoints(str(out)), 2)
+    (out / "model.ckpt-4.index").unlink()
+    assert checkpoints.check_run_state(str(out), repair=False) == (f"{out}/model.ckpt-2", 2)
+
+
+def test_a_save_killed_midway_leaves_no_temp_directory_behind(run_copy):
+    """model.ckpt-<step>_temp/ (where a save writes its shards before moving them into place) is
+    removed under the run's lock and said at -v; nothing else that looks like it is touched."""
+    data, out = run_copy
+    leftover = out / "model.ckpt-6_temp"
+    leftover.mkdir()
+    for path in out.glob("model.ckpt-4.*"):  # a save's shards, as the kill left them
+        (leftover / path.name.replace("model.ckpt-4", "part-00000-of-00001")).write_bytes(path.read_bytes())
+    (out / "notes_temp").mkdir()
+    (out / "model.ckpt-8_temp").write_text("a file, not a save's directory")
+    result = run_trainer(*argv_for(data, out, mode="export"), "-v")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"Removed {leftover}, left by a checkpoint save that was killed midway" in result.stderr
+    assert not leftover.exists()
+    assert (out / "notes_temp").is_dir() and (out / "model.ckpt-8_temp").is_file()
+
+
+def test_a_job_beside_the_trainer_leaves_a_save_s_temp_directory_alone(run_copy):
+    """Without the lock (continuous_eval, predict) a _temp directory may be the trainer's live save."""
+    _, out = run_copy
+    (out / "model.ckpt-6_temp").mkdir()
+    assert checkpoints.check_run_state(str(out), repair=False)[1] == 4
+    assert (out / "model.ckpt-6_temp").is_dir()
 
 
 def test_a_moved_run_resumes_and_reports_where_it_is_now(run_copy, tmp_path):
@@ -217,4 +272,5 @@ def test_predict_with_a_lost_state_file_uses_the_newest_checkpoint_not_fresh_wei
     (out / checkpoints.STATE_FILE).unlink()
     stderr, without_state = predict(tmp_path / "without_state")
     assert "checkpoint is missing: resuming from model.ckpt-4 (step 4)" in stderr
+    assert stderr.count("resuming from") == 1  # said once, not by each check
     assert without_state == with_state and with_state

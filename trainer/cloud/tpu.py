@@ -1,36 +1,150 @@
-"""The TPU both engines run on: its cluster resolver, looked up before anything is written.
+"""The TPU both engines run on: found (or refused in one line) before anything is written.
 
 --tpu names a Cloud TPU (its address is looked up with the Cloud TPU API, which needs
 credentials), a grpc:// address, or 'local' on a TPU VM (the chips are this host's:
-no API call). --tpu_zone and --gcp_project are detected on GCE when unset. The
-Estimator engine passes the resolver to its RunConfig; the Keras engine connects to
-it and builds a TPUStrategy (trainer/keras/strategy.py).
+no API call). Unset, the resolver's environment (TPU_NAME, as Cloud TPU jobs and GKE
+set it) names it, and on a TPU VM without one it is 'local'. --tpu_zone and
+--gcp_project are read from the GCE metadata server when unset.
+
+resolve_tpu checks each of these before it builds the resolver, quickly and without
+network where none is needed: 'local' needs this host's TPU chips (/dev/accel* on
+v2-v4 TPU VMs, /dev/vfio/<n> on v5 and later), a grpc:// address must accept a
+connection, a name needs a zone and project (the metadata server is asked with a
+timeout, not TensorFlow's unbounded wait) and an API that knows it. The driver runs it
+before the output directory's lock and params.json (trainer/run/driver.py), so a run
+that cannot reach its TPU leaves nothing behind, and the next run without --use_tpu
+is not told to use one. The Estimator engine passes the resolver to its RunConfig;
+the Keras engine connects to it and builds a TPUStrategy (trainer/keras/strategy.py).
 
     .venv/bin/python -m trainer.task --use_tpu --tpu local ...      # on a TPU VM
+    .venv/bin/python -c "from trainer.cloud import tpu; print(tpu.local_tpu_devices())"
 """
+import glob
+import logging
+import os
+import socket
+import urllib.error
+import urllib.request
+
 import tensorflow as tf
 
 from trainer.settings import checks
 
+LOCAL = "local"
+# A TPU VM's chips as the kernel shows them: accel devices (v2-v4), VFIO groups (v5e, v5p, v6e).
+LOCAL_DEVICE_PATTERNS = ("/dev/accel*", "/dev/vfio/[0-9]*")
+# Set by Cloud TPU jobs and GKE; TensorFlow's resolver reads them when --tpu is unset.
+NAME_ENVIRONMENT = ("TPU_NAME", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS", "TPU_CONFIG")
+PROBE_TIMEOUT_SECS = 5  # a TPU's gRPC port or the metadata server answers within this, or not at all
+NO_TPU_FIX = "or train on this machine's CPU/GPU with --no-use_tpu"
+_LOGGER = logging.getLogger(__name__)
+
+
+class TpuNotFound(checks.ConfigError):
+    """--use_tpu, and the TPU it names cannot be reached from here."""
+
+
+def local_tpu_devices():
+    """This host's TPU chip devices ([] off a TPU VM)."""
+    return sorted(path for pattern in LOCAL_DEVICE_PATTERNS for path in glob.glob(pattern))
+
+
+def tpu_name(params):
+    """The TPU the resolver is given: --tpu; unset, None when the environment names one (the
+    resolver reads it), 'local' on a TPU VM; TpuNotFound when nothing names a TPU."""
+    if params["tpu"]:
+        return params["tpu"]
+    if os.environ.get("TPU_NAME") == LOCAL:
+        return LOCAL
+    if any(os.environ.get(key) for key in NAME_ENVIRONMENT):
+        return None
+    if local_tpu_devices():
+        _LOGGER.info("use_tpu without --tpu on a TPU VM: using its own chips (--tpu local)")
+        return LOCAL
+    raise TpuNotFound(f"use_tpu: no TPU named and this machine is not a TPU VM (no "
+                      f"{' or '.join(LOCAL_DEVICE_PATTERNS)}, no $TPU_NAME): pass --tpu NAME (a Cloud "
+                      f"TPU, with --tpu_zone and --gcp_project off Google Cloud), --tpu grpc://IP:8470, "
+                      f"or run on the TPU VM; {NO_TPU_FIX}")
+
+
+def check_reachable(name, params):
+    """TpuNotFound when what name points to cannot answer: no chips for 'local', a grpc://
+    address that refuses, a Cloud TPU name without a zone or project to look it up in."""
+    if name == LOCAL:
+        if not local_tpu_devices():
+            raise TpuNotFound(f"use_tpu: --tpu local needs this machine's TPU chips (a Cloud TPU VM) "
+                              f"and it has none ({' or '.join(LOCAL_DEVICE_PATTERNS)}): run on the "
+                              f"TPU VM, or pass --tpu NAME of a Cloud TPU; {NO_TPU_FIX}")
+    elif name and name.startswith("grpc://"):
+        check_accepts_connections(name)
+    elif name and not (params["tpu_zone"] and params["gcp_project"]):
+        check_metadata_server(name)
+
+
+def check_accepts_connections(address):
+    """TpuNotFound unless host:port of a grpc:// address accepts a TCP connection in time."""
+    host, _, port = address[len("grpc://"):].partition(":")
+    try:
+        socket.create_connection((host, int(port or 8470)), timeout=PROBE_TIMEOUT_SECS).close()
+    except (OSError, ValueError) as err:
+        raise TpuNotFound(f"use_tpu: nothing answers at --tpu {address} ({err}): check the TPU's "
+                          f"address and that it is running; {NO_TPU_FIX}") from None
+
+
+def metadata_url():
+    """The GCE metadata server, where TensorFlow's TPU client looks (GCE_METADATA_HOST overrides)."""
+    host = os.environ.get("GCE_METADATA_HOST") or os.environ.get("GCE_METADATA_IP", "metadata.google.internal")
+    return f"http://{host}/computeMetadata/v1/project/project-id"
+
+
+def check_metadata_server(name):
+    """TpuNotFound when the zone or project of a Cloud TPU name cannot be detected: off Google
+    Cloud the metadata server does not answer (TensorFlow would wait for it without limit)."""
+    request = urllib.request.Request(metadata_url(), headers={"Metadata-Flavor": "Google"})
+    try:
+        urllib.request.urlopen(request, timeout=PROBE_TIMEOUT_SECS).close()
+    except (OSError, urllib.error.URLError) as err:
+        reason = getattr(err, "reason", err)
+        raise TpuNotFound(f"use_tpu: --tpu {name!r} is a Cloud TPU name, and off Google Cloud its "
+                          f"zone and project cannot be detected (metadata server: {reason}): pass "
+                          f"--tpu_zone and --gcp_project; {NO_TPU_FIX}") from None
+
 
 def resolve_tpu(params):
-    """The TPU's cluster resolver, its address looked up now: without Google Cloud
-    credentials (or with a TPU name the API does not know) the run stops here in one
+    """The TPU's cluster resolver, its address looked up now: without a TPU to name, without
+    Google Cloud credentials or with a TPU the API does not know, the run stops here in one
     line naming the fix, not deep inside the first training call."""
-    cluster = tf.distribute.cluster_resolver.TPUClusterResolver(
-        tpu=params["tpu"], zone=params["tpu_zone"], project=params["gcp_project"])
+    name = tpu_name(params)
+    check_reachable(name, params)
     try:
+        cluster = tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu=name, zone=params["tpu_zone"], project=params["gcp_project"])
         cluster.master()
-    except Exception as err:  # oauth2client's, google.auth's or googleapiclient's error types
-        name = type(err).__name__
-        if "Credentials" in name:
-            raise checks.ConfigError(
-                f"use_tpu: no Google Cloud credentials to look up --tpu={params['tpu']!r}: run "
-                f"`gcloud auth application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS), "
-                f"or run on a Cloud TPU VM") from None
-        if name == "HttpError":
-            raise checks.ConfigError(
-                f"use_tpu: the Cloud TPU API could not find --tpu={params['tpu']!r} in zone "
-                f"{params['tpu_zone']!r}, project {params['gcp_project']!r}: {err}") from None
-        raise
+    except Exception as err:  # oauth2client's, google.auth's, googleapiclient's or urllib's error types
+        explained = explain_lookup_error(err, params)
+        if explained is None:
+            raise
+        raise explained from None
     return cluster
+
+
+def explain_lookup_error(err, params):
+    """The one-line TpuNotFound for a failed lookup of params' TPU; None if err is not one of those."""
+    name = type(err).__name__
+    if "Credentials" in name:
+        return TpuNotFound(
+            f"use_tpu: no Google Cloud credentials to look up --tpu={params['tpu']!r}: run "
+            f"`gcloud auth application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS), "
+            f"or run on a Cloud TPU VM; {NO_TPU_FIX}")
+    if name == "HttpError":
+        return TpuNotFound(
+            f"use_tpu: the Cloud TPU API could not find --tpu={params['tpu']!r} in zone "
+            f"{params['tpu_zone']!r}, project {params['gcp_project']!r}: {err}; {NO_TPU_FIX}")
+    if isinstance(err, (OSError, urllib.error.URLError)):
+        return TpuNotFound(f"use_tpu: could not look up --tpu={params['tpu']!r} ({err}); {NO_TPU_FIX}")
+    return None
+
+
+def is_local(params):
+    """True when the TPU is this host's own chips (no cluster to connect to)."""
+    return tpu_name(params) == LOCAL

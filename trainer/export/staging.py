@@ -5,6 +5,8 @@ version it finds, so a version directory must never be seen half written: each
 engine writes its SavedModel under OUT/export_staging (write_saved_model), then
 the contract is checked (contract.check_export), TF Serving's warm-up requests are
 added (a few eval JPEGs, common/warmup.py) and the directory is renamed into place.
+A version below one already there is not what TF Serving serves: outranking_version
+names the one it serves instead (the driver says so in one line).
 
     .venv/bin/python -m trainer.task --mode export --output_dir OUT [--engine keras]
 """
@@ -13,7 +15,7 @@ import os
 
 import tensorflow as tf
 
-from common import record_schema, signature
+from common import export_versions, record_schema, signature
 from trainer.export import contract
 
 STAGING_SUBDIR = "export_staging"  # exports are built here, then moved into place whole
@@ -72,3 +74,14 @@ def export_into_place(params, step, export_base, write_saved_model):
     tf.io.gfile.rmtree(staging_base)
     logging.info("Exported step %d to %s", step, final)
     return final
+
+
+def outranking_version(export_path):
+    """The version TF Serving serves from export_path's model directory when it is not
+    export_path's own (a higher one is there: an earlier export, e.g. of a checkpoint the run
+    has since lost), else None."""
+    model_base, name = os.path.split(export_path.rstrip("/"))
+    served = export_versions.latest_version(model_base)
+    if served is None or not export_versions.is_version_name(name) or served <= int(name):
+        return None
+    return served

@@ -7,6 +7,8 @@ cluster (a remote TPU only: a TPU VM's own chips need no connection), initialize
 TPU system, TPUStrategy. --train_batch_size and --eval_batch_size stay global: the
 strategy splits each batch across its replicas, so each must divide by their count.
 --num_cores is TPUEstimator's shard count; here the TPU says how many replicas it has.
+A TPU that was found but does not start (busy, unhealthy) is one line too: the driver
+makes the engine before it writes params.json (trainer/run/driver.py).
 
     .venv/bin/python -m trainer.task --engine keras --use_tpu --tpu local ...   # on a TPU VM
 """
@@ -25,10 +27,16 @@ def make_strategy(params):
     if not params["use_tpu"]:
         return tf.distribute.get_strategy()
     resolver = tpu.resolve_tpu(params)
-    if params["tpu"] != "local":
-        tf.config.experimental_connect_to_cluster(resolver)
-    tf.tpu.experimental.initialize_tpu_system(resolver)
-    strategy = tf.distribute.TPUStrategy(resolver)
+    try:
+        if not tpu.is_local(params):
+            tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        strategy = tf.distribute.TPUStrategy(resolver)
+    except (tf.errors.OpError, RuntimeError) as err:  # found, yet it does not start (busy, unhealthy)
+        message = (getattr(err, "message", None) or str(err)).strip().splitlines()
+        raise tpu.TpuNotFound(f"use_tpu: the TPU {resolver.master() or tpu.LOCAL!r} did not start: "
+                              f"{message[0][:200] if message else type(err).__name__}; "
+                              f"{tpu.NO_TPU_FIX}") from None
     check_replicas(params, strategy.num_replicas_in_sync)
     return strategy
 

@@ -15,7 +15,9 @@ Variables whose names match --warm_start_exclude (default the classifier,
 so a 10-class checkpoint starts a 5-class run. Nothing else is optional: a
 variable the source lacks, or has with another shape, stops the run before
 training with one line naming it. Only a fresh output directory is warm
-started; a run that resumes continues from its own checkpoint and says so.
+started; a run that resumes continues from its own checkpoint and says so. A damaged
+source checkpoint (its .index or .data cut short) is refused in one line before the
+output directory's lock and params.json (check_source), as a resume from it would be.
 
 Both engines read the same sources through assignment_map ({name in the source
 checkpoint: variable}): a checkpoint of either engine (trainer/run/checkpoints.py
@@ -63,9 +65,10 @@ def is_fresh(params):
 
 
 def prepare(params, step):
-    """Run by the loop before training: checks the source (converting a Keras
-    weights file) at step 0, so that a mismatch fails before any step; says that
-    a resumed run (step > 0) ignores it. Returns the checkpoint to warm start from, or None.
+    """Run by the driver before training: converts a Keras weights file at step 0 (a checkpoint
+    source was checked by check_source before the lock), so that a mismatch fails before any
+    step; says that a resumed run (step > 0) ignores it. Returns the checkpoint to warm start
+    from, or None.
     """
     source = params["warm_start_from"]
     if not source:
@@ -78,13 +81,28 @@ def prepare(params, step):
         checkpoint = convert_keras_weights(source, params)
     else:
         checkpoint = source_checkpoint(params)
-        # Built eagerly after clear_session(): its variables are named as each engine names them
-        # (model_fn in a fresh graph, the Keras engine after its own clear_session()).
-        tf.keras.backend.clear_session()
-        assignment_map(checkpoint, nets.build_from_params(params).variables, params)
     logging.info("Warm starting from %s (fresh variables: %r)", checkpoint,
                  params["warm_start_exclude"])
     return checkpoint
+
+
+def check_source(params, step):
+    """Before the output directory's lock and params.json: the checkpoint a fresh run (step 0)
+    warm starts from exists, reads whole and fits this network (WarmStartError); damage is a
+    CheckpointError with the message a resume from the same damage gets. A Keras weights
+    file is checked as prepare converts it, under the lock (it writes the conversion)."""
+    source = params["warm_start_from"]
+    if not source or step or is_keras_weights(source):
+        return
+    prefix = source_checkpoint(params)
+    match = checkpoints.CHECKPOINT_INDEX.match(os.path.basename(prefix) + ".index")
+    checkpoints.check_restores(prefix, int(match[1]) if match else None,
+                               checkpoints.list_checkpoints(os.path.dirname(prefix)),
+                               purpose="warm start from")
+    # Built eagerly after clear_session(): its variables are named as each engine names them
+    # (model_fn in a fresh graph, the Keras engine after its own clear_session()).
+    tf.keras.backend.clear_session()
+    assignment_map(prefix, nets.build_from_params(params).variables, params)
 
 
 def source_checkpoint(params):

@@ -10,14 +10,18 @@ check_run_state, which looks at the checkpoint files themselves:
   * the state is missing, unreadable or names files that are gone, and checkpoint files
     are here: resume from the newest one, checked to restore, and say so in one line
     (the state file is rewritten with relative paths, so the run may move again);
-  * the checkpoint to resume from is damaged (its .index or .data cut short): one line
-    naming the file, the step and the fix (an older intact checkpoint is named), exit 2;
+  * the checkpoint to resume from is damaged (its .index or .data cut short, or its .index
+    gone while its .data is here): one line naming the file, the step and the fix (an
+    older intact checkpoint is named), exit 2; a warm-start source gets the same check
+    (check_restores);
   * no checkpoint, but eval records, exports or checkpoint pieces of an earlier run:
     one line naming what is there, exit 2 (never a silent start from step 0);
   * nothing of an earlier run: a fresh start.
 
 Every path it returns or writes is relative to, or joined onto, the directory as it is
-now, so a moved or downloaded run (local or gs://) resumes where it is.
+now, so a moved or downloaded run (local or gs://) resumes where it is. Under the run's
+lock (repair) it also removes what a save killed midway leaves: model.ckpt-<step>_temp/,
+the directory TensorFlow writes a checkpoint's shards in before it moves them into place.
 
 Both engines name their checkpoints OUT/model.ckpt-<step> and keep the same state file,
 so everything here holds for either. Their contents differ: the Estimator engine's
@@ -40,7 +44,9 @@ from common.user_errors import UserError
 STATE_FILE = "checkpoint"  # TensorFlow's checkpoint state (a text proto)
 CHECKPOINT_NAME = "model.ckpt"  # OUT/model.ckpt-<step>: Estimator's name, which the Keras engine keeps
 CHECKPOINT_INDEX = re.compile(r"^model\.ckpt-(\d+)\.index$")
-CHECKPOINT_PIECE = re.compile(r"^model\.ckpt-\d+\.(index|meta|data-\d+-of-\d+)$")
+CHECKPOINT_PIECE = re.compile(r"^model\.ckpt-(\d+)\.(index|meta|data-\d+-of-\d+)$")
+# Where a save writes its shards before moving them into place ("<prefix>_temp/part-*").
+SAVE_LEFTOVER = re.compile(r"^model\.ckpt-\d+_temp")
 # One line of the state file's text proto (tensorflow/python/training/checkpoint_state.proto).
 STATE_LINE = re.compile(r'^(?P<key>model_checkpoint_path|all_model_checkpoint_paths|'
                         r'all_model_checkpoint_timestamps|last_preserved_timestamp): '
@@ -132,33 +138,80 @@ def earlier_run_evidence(output_dir):
     return found
 
 
-def check_run_state(output_dir, repair=True):
+def check_run_state(output_dir, repair=True, say=True):
     """(prefix, step) of the checkpoint a run in output_dir resumes from, checked to restore;
     (None, 0) for a fresh directory. CheckpointError when the directory cannot be trusted.
 
-    repair: rewrite a missing or stale state file (a run holding the directory's lock);
-    off for a job beside the trainer (continuous_eval), which only reads.
+    repair: rewrite a missing or stale state file and remove a killed save's leftovers (a run
+    holding the directory's lock); off for a job beside the trainer (continuous_eval), which
+    only reads. say: log a fallback from a lost state (off when the same check follows).
     """
     found = list_checkpoints(output_dir)
     named, problem = read_state(output_dir)
     if not found:
         refuse_without_checkpoints(output_dir, named)
         return None, 0
+    refuse_lost_index(output_dir, None if problem else named, found)
     by_name = {os.path.basename(prefix): (step, prefix) for step, prefix in found}
     if named in by_name:
         step, prefix = by_name[named]
     else:
         step, prefix = found[-1]
         problem = problem or f"{os.path.join(output_dir, STATE_FILE)} names {named}, whose files are gone"
-    damage = restore_problem(prefix)
-    if damage:
-        raise CheckpointError(damaged_message(prefix, step, damage, found))
-    if problem:
+    check_restores(prefix, step, found)
+    if problem and say:
         _LOGGER.warning("%s: resuming from %s (step %d), the newest checkpoint here, checked to "
                         "restore", problem, os.path.basename(prefix), step)
-    if repair and (problem or not is_state_relative(output_dir)):
-        write_state(output_dir, found, step)
+    if repair:
+        remove_save_leftovers(output_dir)
+        if problem or not is_state_relative(output_dir):
+            write_state(output_dir, found, step)
     return prefix, step
+
+
+def unindexed_checkpoints(output_dir):
+    """{step: prefix} of the checkpoints whose .data or .meta is here but not their .index."""
+    pieces = {}
+    for path in tf.io.gfile.glob(os.path.join(output_dir, "model.ckpt-*")):
+        match = CHECKPOINT_PIECE.match(os.path.basename(path))
+        if match:
+            pieces.setdefault(int(match[1]), set()).add(match[2])
+    return {step: os.path.join(output_dir, f"{CHECKPOINT_NAME}-{step}")
+            for step, kinds in pieces.items() if "index" not in kinds}
+
+
+def refuse_lost_index(output_dir, named, found):
+    """CheckpointError when the newest checkpoint lost its .index but not its data: the one the
+    state file names, or (without a usable state) one newer than every whole checkpoint.
+    Never a quiet fallback to an older one. A newer one than a state naming a whole checkpoint
+    is a save killed before it wrote its .index (the state is updated after it): not the run's."""
+    lost = unindexed_checkpoints(output_dir)
+    newest = max(lost, default=None)
+    if named:
+        newest = next((step for step, prefix in lost.items() if os.path.basename(prefix) == named), None)
+    elif newest is not None and newest < found[-1][0]:
+        newest = None
+    if newest is not None:
+        prefix = lost[newest]
+        raise CheckpointError(damaged_message(prefix, newest, f"{os.path.basename(prefix)}.index is "
+                                              f"missing (its data is here)", found))
+
+
+def check_restores(prefix, step, found, purpose="resume from"):
+    """CheckpointError naming the damage, the step (None: not known) and an older intact
+    checkpoint among found ([(step, prefix)] of its directory) unless prefix reads whole."""
+    damage = restore_problem(prefix)
+    if damage:
+        raise CheckpointError(damaged_message(prefix, step, damage, found, purpose))
+
+
+def remove_save_leftovers(output_dir):
+    """Removes model.ckpt-<step>_temp* directories: a save killed midway left them (a live save
+    is the lock holder's own, and this runs under the lock before the engine saves)."""
+    for path in tf.io.gfile.glob(os.path.join(output_dir, f"{CHECKPOINT_NAME}-*_temp*")):
+        if SAVE_LEFTOVER.match(os.path.basename(path.rstrip("/"))) and tf.io.gfile.isdir(path):
+            tf.io.gfile.rmtree(path)
+            logging.info("Removed %s, left by a checkpoint save that was killed midway", path)
 
 
 def refuse_without_checkpoints(output_dir, named):
@@ -173,15 +226,18 @@ def refuse_without_checkpoints(output_dir, named):
             f"model.ckpt-* files back, or use a new --output_dir")
 
 
-def damaged_message(prefix, step, damage, found):
-    older = [(s, p) for s, p in found if s < step and restore_problem(p) is None]
+def damaged_message(prefix, step, damage, found, purpose="resume from"):
+    """The one line for a damaged checkpoint: what is wrong, and the older intact one of found
+    to `purpose` (resume from, warm start from) once the damaged files are moved away."""
+    older = [(s, p) for s, p in found if step is not None and s < step and restore_problem(p) is None]
     pattern = f"{prefix}.*"
     if older:
-        fix = (f"move {pattern} out of the directory to resume from {os.path.basename(older[-1][1])} "
+        fix = (f"move {pattern} out of the directory to {purpose} {os.path.basename(older[-1][1])} "
                f"(step {older[-1][0]}), or restore the files from a copy")
     else:
         fix = "restore the files from a copy, or use a new --output_dir"
-    return f"checkpoint {prefix} (step {step}) is damaged: {damage}; {fix}"
+    at_step = "" if step is None else f" (step {step})"
+    return f"checkpoint {prefix}{at_step} is damaged: {damage}; {fix}"
 
 
 def write_state(output_dir, found, step):

@@ -5,8 +5,9 @@ because they share this driver: before anything is written the data is checked
 against metadata.json (trainer/data/data_checks.py), the checkpoints against what they
 claim (trainer/run/checkpoints.py) and the TPU is looked up; then the output
 directory's lock is taken (trainer/run/output_lock.py; not for predict, which writes
-elsewhere, nor for continuous_eval, which runs beside the trainer that holds it),
-OUT/params.json is written and the mode runs. A data error during the run ends as one
+elsewhere, nor for continuous_eval, which runs beside the trainer that holds it), the
+engine is made (a Keras TPU starts), OUT/params.json is written and the mode runs.
+A warm-start source is checked for damage before the lock, as the run's own checkpoints are. A data error during the run ends as one
 DatasetError naming the file.
 
 An engine is made by make_engine(params) once those checks have passed and offers:
@@ -22,6 +23,7 @@ An engine is made by make_engine(params) once those checks have passed and offer
 import contextlib
 import json
 import logging
+import os
 import random
 
 import numpy as np
@@ -31,6 +33,7 @@ from tensorflow.python.framework import config as tf_config
 from trainer import chain
 from trainer.cloud import tpu
 from trainer.data import data_checks
+from trainer.export import staging
 from trainer.nets import warm_start
 from trainer.run import checkpoints, continuous_eval, evaluations, output_lock, rounds
 from trainer.settings import table
@@ -43,10 +46,14 @@ def run(params, make_engine):
             check_checkpoints(params, repair=False)
         return run_mode(params, make_engine)
     data_checks.check_before_run(params)
-    check_checkpoints(params, repair=False)  # read only: nothing, not even the lock, is written yet
-    if params["use_tpu"]:
-        tpu.resolve_tpu(params)  # no credentials, no such TPU: one line before anything is written
     is_beside_trainer = params["mode"] == "continuous_eval"
+    # Read only: nothing, not even the lock, is written yet. A lost state's fallback is said
+    # once, by the check under the lock (a job beside the trainer has only this one).
+    step = check_checkpoints(params, repair=False, say=is_beside_trainer)
+    if params["mode"] in table.TRAIN_MODES:
+        warm_start.check_source(params, step)  # a damaged source: the resume's one line
+    if params["use_tpu"]:
+        tpu.resolve_tpu(params)  # no TPU named, none here, no such TPU: one line, nothing written
     with contextlib.nullcontext() if is_beside_trainer else output_lock.hold_output_dir(params["output_dir"]):
         if not is_beside_trainer:
             check_checkpoints(params, repair=True)  # again under the lock, which may have waited
@@ -59,14 +66,16 @@ def run(params, make_engine):
             raise named from None
 
 
-def check_checkpoints(params, repair):
+def check_checkpoints(params, repair, say=True):
     """The output dir's checkpoints checked (trainer/run/checkpoints.py) before anything is written;
-    the modes that read a checkpoint refuse in one line when there is none."""
-    prefix, _ = checkpoints.check_run_state(params["output_dir"], repair=repair)
+    the modes that read a checkpoint refuse in one line when there is none. Returns the step
+    a run resumes from (0: none)."""
+    prefix, step = checkpoints.check_run_state(params["output_dir"], repair=repair, say=say)
     if prefix is None and params["mode"] in ("evaluate", "export", "predict"):
         raise checkpoints.CheckpointError(
             f"output_dir={params['output_dir']!r} has no checkpoint to {params['mode']}: train "
             f"first (--mode train_and_eval), or pass the --output_dir of a training run")
+    return step
 
 
 def seed_process(params):
@@ -104,18 +113,38 @@ def run_mode(params, make_engine):
         # source stops here with nothing written; a Keras weights file is converted to the
         # checkpoint both engines warm start from; a resumed run ignores it.
         warm_start.prepare(params, checkpoints.latest_checkpoint(params["output_dir"])[1])
+    seed_process(params)
+    # Made before params.json: a TPU that is found but does not start (the Keras engine starts
+    # it here) leaves no params.json asking the next run for it.
+    engine = make_engine(params)
     if params["mode"] != "continuous_eval":  # beside a trainer, params.json is the trainer's
         chain.write_params(params)
-    seed_process(params)
-    engine = make_engine(params)
     if params["mode"] in table.TRAIN_MODES:
-        return rounds.train_and_evaluate(engine, params)
+        return say_if_not_served(params, rounds.train_and_evaluate(engine, params))
     if params["mode"] == "evaluate":
         return evaluations.evaluate_and_record(engine, params, once_per_step=False)
     if params["mode"] == "continuous_eval":
         return continuous_eval.run_continuous_eval(engine, params)
     if params["mode"] == "predict":
         # By the checked files, not the state file alone: a lost state must not mean random weights.
-        checkpoint_path, _ = checkpoints.check_run_state(params["output_dir"], repair=False)
+        checkpoint_path, _ = checkpoints.check_run_state(params["output_dir"], repair=False, say=False)
         return engine.predict(checkpoint_path)
-    return rounds.export_latest(engine, params)
+    return say_if_not_served(params, rounds.export_latest(engine, params))
+
+
+def say_if_not_served(params, export_path):
+    """One line when a higher version beside export_path stays the one TF Serving serves (after
+    a damaged checkpoint was moved away, its export outranks the older checkpoint's); returns
+    export_path. Said, not refused: the export asked for is written, and which one to serve
+    (or whether to keep the higher one) is the user's call."""
+    served = staging.outranking_version(export_path) if export_path else None
+    if served is None:
+        return export_path
+    model_base, version = os.path.split(export_path.rstrip("/"))
+    prefix = os.path.join(params["output_dir"], f"{checkpoints.CHECKPOINT_NAME}-{served}")
+    origin = ("" if tf.io.gfile.exists(prefix + ".index") else
+              f", exported from {os.path.basename(prefix)}, which {params['output_dir']} no longer holds,")
+    logging.warning("%s/%d stays the highest version%s so TF Serving keeps serving it, not this "
+                    "run's version %s: move %s/%d out of %s to serve %s", model_base, served, origin,
+                    version, model_base, served, model_base, version)
+    return export_path
