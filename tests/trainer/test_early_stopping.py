@@ -33,6 +33,19 @@ def test_evaluations_since_the_best(metric, values, waited):
     assert early_stopping.evaluations_since_best(records(*values, metric=metric), metric) == waited
 
 
+@pytest.mark.parametrize("values, losses, best_step, waited", [
+    ((0.7, 0.7), (0.9, 0.3), 4, 0),        # a tie goes to the lower loss
+    ((0.7, 0.7), (0.3, 0.9), 2, 1),        # ... not to the later step
+    ((0.7, 0.7), (0.5, 0.5), 2, 1),        # a tie on both: the earlier
+    ((0.7, 0.8, 0.8), (0.1, 0.9, 0.2), 6, 0),
+    ((0.8, 0.7), (0.9, 0.1), 2, 1),        # the metric first: a lower loss does not beat it
+])
+def test_a_tie_on_the_metric_is_broken_by_the_loss(values, losses, best_step, waited):
+    with_loss = [dict(record, loss=loss) for record, loss in zip(records(*values), losses)]
+    assert early_stopping.best_record(with_loss, "accuracy")["global_step"] == best_step
+    assert early_stopping.evaluations_since_best(with_loss, "accuracy") == waited
+
+
 @pytest.mark.parametrize("patience, reason", [
     (0, None),  # off
     (3, None),
