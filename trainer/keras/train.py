@@ -44,10 +44,14 @@ def make_train_iterator(params, strategy, start_step=0):
                                                   params["train_batch_size"]))
 
 
+EVERY_STEP = "every_step"  # the train function's key for each step's logs
+
+
 def make_train_function(model, strategy):
-    """train_function(iterator, steps) -> {name: [steps] values}: every step's logs (their mean
-    over replicas), kept on the host as the loop runs, so a summary can be written at any step
-    of the call (TPUEstimator's host_call outfeeds them every step) without ending it there."""
+    """train_function(iterator, steps) -> the last step's logs (their mean over replicas), and
+    under EVERY_STEP {name: [steps] values} each step's, kept on the host as the loop runs: a
+    summary can be written at any step of the call (TPUEstimator's host_call outfeeds them
+    every step) without ending the call there."""
     def step(iterator):
         logs = strategy.run(model.train_step, args=(next(iterator),))
         return {name: strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None)
@@ -62,7 +66,7 @@ def make_train_function(model, strategy):
         for i in tf.range(1, size):
             logs = step(iterator)
             history = {name: history[name].write(i, value) for name, value in logs.items()}
-        return {name: values.stack() for name, values in history.items()}
+        return dict(logs, **{EVERY_STEP: {name: values.stack() for name, values in history.items()}})
     return train_function
 
 
@@ -115,9 +119,9 @@ class TrainingLog:
         self.loss = None
         self.line = progress.ProgressLine(params["train_steps"])
 
-    def after_call(self, step, history):
-        """step: the step the call ended at; history: its steps' logs, {name: [steps] values}."""
-        history = {name: values.numpy() for name, values in history.items()}
+    def after_call(self, step, logs):
+        """step: the step the call ended at; logs: the train function's."""
+        history = {name: values.numpy() for name, values in logs[EVERY_STEP].items()}
         self.loss = float(history["cross_entropy"][-1])
         now = time.monotonic()
         steps = len(history["cross_entropy"])
