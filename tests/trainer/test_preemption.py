@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from tests.engines import needs_estimator
-from trainer.run import checkpoints
+from trainer.run import checkpoints, eval_records
 
 TRAIN_STEPS = 300
 EVERY = 200  # --save_checkpoints_steps: one grid checkpoint (200) before TRAIN_STEPS
@@ -77,4 +77,7 @@ def test_sigterm_saves_the_step_reached_and_the_same_command_resumes(tiny_argv, 
         assert [s for s in checkpoint_steps(output_dir) if s > step] == [
             s for s in (EVERY, TRAIN_STEPS) if s > step]
     assert os.path.isdir(os.path.join(output_dir, "export", "image_classifier", str(TRAIN_STEPS)))
+    # The signal's checkpoint lies between round ends: trained on, not evaluated (rounds.py), so
+    # the evaluations are an uninterrupted run's.
+    assert [r["global_step"] for r in eval_records.read_eval_results(output_dir)] == [TRAIN_STEPS]
 
