@@ -3,8 +3,8 @@
     step 500/1500  loss 0.0874  763 examples/s  ETA 1:18
 
 Printed every progress_seconds (and when a training call ends, unless the line on time
-already showed that step) to stderr through the "trainer.run.progress" logger, so it shows in quiet mode and in non-TTY logs alike (no
-carriage returns). The loss is the data term model_fn adds to the LOSSES collection
+already showed that step) to stderr through the "trainer.run.progress" logger, so it
+shows in quiet mode and in non-TTY logs alike (no carriage returns). The loss is the data term model_fn adds to the LOSSES collection
 (cross-entropy); on a TPU it lives inside the TPU loop, so the line shows steps,
 throughput and ETA only there (the loss is in TensorBoard).
 
