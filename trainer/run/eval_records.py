@@ -1,6 +1,10 @@
 """The run's own bookkeeping files: OUT/eval_results.jsonl and the paths recorded in it.
 
-Engine-neutral: both engines, the report and the closing summary read the same records.
+Engine-neutral: both engines, the report and the closing summary read the same records,
+kept in step order (a record is inserted after those of its step and earlier, whoever
+writes it and whenever). Records of steps past the checkpoint a training run resumes from
+describe checkpoints it no longer has: set_aside_after moves them to
+OUT/superseded/eval_results.jsonl, so that the steps trained again are evaluated again.
 Every path recorded is relative to the run directory (relative_to_run), so a moved or
 downloaded run, local or on gs://, still finds what it names (path_in_run); small files
 are written whole through a rename (write_text_atomically).
@@ -16,6 +20,7 @@ import tensorflow as tf
 from common import signature
 
 RESULTS_FILE = "eval_results.jsonl"
+SUPERSEDED_SUBDIR = "superseded"  # OUT/superseded/: records and exports of checkpoints a run lost
 
 
 def write_text_atomically(path, text):
@@ -46,10 +51,33 @@ def read_eval_results(output_dir):
 
 
 def append_eval_result(output_dir, record):
-    path = os.path.join(output_dir, RESULTS_FILE)
+    """Adds record after every record of its step or earlier: an evaluator beside the trainer,
+    or --mode evaluate of an older checkpoint, may record a step below the last one."""
+    records = read_eval_results(output_dir)
+    at = sum(1 for r in records if r["global_step"] <= record["global_step"])
+    write_records(os.path.join(output_dir, RESULTS_FILE), records[:at] + [record] + records[at:])
+
+
+def write_records(path, records):
     # GFile has no append mode on every file system: rewrite the whole (small) file.
-    lines = [json.dumps(r, sort_keys=True) for r in read_eval_results(output_dir) + [record]]
-    write_text_atomically(path, "\n".join(lines) + "\n")
+    write_text_atomically(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+
+
+def set_aside_after(output_dir, step):
+    """Moves the records of steps past `step` to OUT/superseded/eval_results.jsonl (after any
+    set aside before); returns them. Superseded first, then the results rewritten: a kill
+    between the two leaves a record in both, set aside once when the run resumes again."""
+    records = read_eval_results(output_dir)
+    later = [r for r in records if r["global_step"] > step]
+    if later:
+        superseded_dir = os.path.join(output_dir, SUPERSEDED_SUBDIR)
+        tf.io.gfile.makedirs(superseded_dir)
+        kept_aside = read_eval_results(superseded_dir)
+        write_records(os.path.join(superseded_dir, RESULTS_FILE),
+                      kept_aside + [r for r in later if r not in kept_aside])
+        write_records(os.path.join(output_dir, RESULTS_FILE),
+                      [r for r in records if r["global_step"] <= step])
+    return later
 
 
 def evaluated_steps(output_dir):

@@ -69,6 +69,7 @@ def train_and_evaluate(engine, params):
     _, step = checkpoints.latest_checkpoint(output_dir)
     if step:
         _LOGGER.info("Resuming from step %d of %d", step, params["train_steps"])
+        evaluations.supersede_after(params, step)  # records past it describe checkpoints now gone
     if not step:
         hparams_view.write_hparams(params)  # once per run: TensorBoard's HParams tab
     while True:
