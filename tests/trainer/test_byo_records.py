@@ -7,8 +7,6 @@ the right class names (trainer/data/byo_records.py).
 """
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -201,20 +199,18 @@ def test_class_names_come_from_image_class_text_without_a_synset(tmp_path):
 def test_tpu_records_of_pngs_train_and_junk_in_them_is_refused_before_training(imagenet_dir, tmp_path):
     """Other tools write PNGs too (the trainer decodes them as serving does); junk bytes are
     refused in one line naming the file and record, before params.json or a checkpoint."""
-    from tests.trainer.test_image_records import in_other_formats, junk_at, rewrite_images
+    from tests.trainer.test_image_records import in_other_formats, junk_at, rewrite_images, run_task
     for path in imagenet_dir.iterdir():
         rewrite_images(path, in_other_formats)
     out = tmp_path / "out"
     argv = byo_argv(imagenet_dir, out, train_steps=2, steps_per_eval=2, mode="train_and_eval")
-    trained = subprocess.run([sys.executable, "-m", "trainer.task", *argv], capture_output=True,
-                             text=True, timeout=600)
+    trained = run_task(argv)
     assert trained.returncode == 0, trained.stderr[-3000:]
     assert [r["global_step"] for r in eval_records.read_eval_results(out)] == [2]
     junk = imagenet_dir / "validation-00000-of-00001"
     rewrite_images(junk, junk_at(1))
     fresh = tmp_path / "fresh"
-    refused = subprocess.run([sys.executable, "-m", "trainer.task", *byo_argv(imagenet_dir, fresh)],
-                             capture_output=True, text=True, timeout=600)
+    refused = run_task(byo_argv(imagenet_dir, fresh))
     assert refused.returncode == 2, refused.stderr[-3000:]
     assert refused.stderr.strip() == f"error: record 1 of {junk}{input_lib.NOT_AN_IMAGE}"
     # The chain's record count cache (record_counts.json) is the only file: no run started.

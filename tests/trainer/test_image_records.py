@@ -7,6 +7,7 @@ in a shard than the pre-run sample reads ends the run in one line naming them to
     .venv-keras/bin/python -m pytest tests/trainer/test_image_records.py   # Keras engine only
 """
 import io
+import os
 import re
 import subprocess
 import sys
@@ -72,11 +73,17 @@ def data(tmp_path):
     return write_dataset(tmp_path / "data", {"train": 24, "eval": 11}, size=20)
 
 
+def run_task(argv):
+    """The real command, as a user runs it: without the tests' TF_CPP_MIN_LOG_LEVEL, so the
+    trainer's own quieting (common/console.py) decides what TensorFlow prints."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "PYTHONWARNINGS")}
+    return subprocess.run([sys.executable, "-m", "trainer.task", *map(str, argv)],
+                          capture_output=True, text=True, timeout=600, env=env)
+
+
 def run_trainer(data, out, **flags):
-    argv = as_argv({**TINY_FLAGS, "train_data_path": f"{data}/train-*",
-                    "eval_data_path": f"{data}/eval-*", "output_dir": out, **flags})
-    return subprocess.run([sys.executable, "-m", "trainer.task", *argv], capture_output=True,
-                          text=True, timeout=600)
+    return run_task(as_argv({**TINY_FLAGS, "train_data_path": f"{data}/train-*",
+                             "eval_data_path": f"{data}/eval-*", "output_dir": out, **flags}))
 
 
 def one_line(result):
