@@ -15,7 +15,7 @@ from tests.trainer.conftest import TINY_FLAGS, as_argv
 from trainer.settings import checks, table
 from trainer import chain
 from trainer.estimator import loop
-from trainer.run import checkpoints, continuous_eval, eval_records, output_lock
+from trainer.run import checkpoints, continuous_eval, early_stopping, eval_records, output_lock
 
 
 def start_trainer(argv):
@@ -41,7 +41,7 @@ def test_evaluates_each_checkpoint_of_a_running_trainer_once(tiny_dataset, tmp_p
     steps = [record["global_step"] for record in records]
     assert steps == sorted(set(steps)) and steps[-1] == 6 and 0 not in steps
     assert [r["global_step"] for r in eval_records.read_eval_results(out)] == steps  # each once, only ours
-    best = max(records, key=lambda r: r["accuracy"])  # the first of equals is the best
+    best = early_stopping.best_record(records, "accuracy")  # of equals, the lower loss, then the first
     best_base = out / signature.BEST_EXPORT_SUBDIR / "image_classifier"
     assert os.listdir(best_base) == [str(best["global_step"])]
     assert json.loads((out / table.PARAMS_FILE).read_text())["mode"] == "train"  # the trainer's
