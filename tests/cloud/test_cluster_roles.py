@@ -11,7 +11,7 @@ import threading
 import pytest
 import tensorflow as tf
 
-from trainer.cloud import tf_config, tpu
+from trainer.cloud import tf_config
 from trainer.estimator import cluster, loop
 from trainer import chain
 from tests.conftest import free_ports
@@ -116,7 +116,6 @@ def test_tpu_vm_local_resolver_only_with_use_tpu(tiny_argv, monkeypatch, argv, e
         calls.append(kwargs)
         raise RuntimeError("no TPU here")
     monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", record_resolver)
-    monkeypatch.setattr(tpu, "local_tpu_devices", lambda: ["/dev/accel0"])  # as on a TPU VM
     params = chain.parse_params(tiny_argv + argv)
     assert params["tpu"] == "local"
     if expected is None:
@@ -146,7 +145,6 @@ def test_tpu_vm_local_resolver_reaches_the_run_config(tiny_argv, monkeypatch):
     """The route of a TPU VM and of a Vertex AI TPU job (cloud/vertex_tpu_job.yaml: --tpu=local)."""
     FakeTpuVmResolver.made = []
     monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", FakeTpuVmResolver)
-    monkeypatch.setattr(tpu, "local_tpu_devices", lambda: ["/dev/accel0"])  # as on a TPU VM
     params = chain.parse_params(tiny_argv + ["--use_tpu", "--tpu", "local", "--iterations_per_loop", "3"])
     run_config = loop.make_run_config(params)
     assert FakeTpuVmResolver.made == [{"tpu": "local", "zone": None, "project": None}]

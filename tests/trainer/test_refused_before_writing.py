@@ -109,7 +109,7 @@ def test_an_unreachable_tpu_is_one_line_in_seconds(monkeypatch, address, message
     params = dict(table.DEFAULTS, use_tpu=True, tpu=address.format(port=port))
     start = time.monotonic()
     with pytest.raises(tpu.TpuNotFound) as error:
-        tpu.resolve_tpu(params)
+        tpu.check_tpu(params)
     assert time.monotonic() - start < tpu.PROBE_TIMEOUT_SECS + 2
     assert str(error.value).startswith(message.format(port=port))
     assert str(error.value).endswith("; or train on this machine's CPU/GPU with --no-use_tpu")

@@ -6,14 +6,14 @@ no API call). Unset, the resolver's environment (TPU_NAME, as Cloud TPU jobs and
 set it) names it, and on a TPU VM without one it is 'local'. --tpu_zone and
 --gcp_project are read from the GCE metadata server when unset.
 
-resolve_tpu checks each of these before it builds the resolver, quickly and without
-network where none is needed: 'local' needs this host's TPU chips (/dev/accel* on
+check_tpu checks each of these before resolve_tpu builds the resolver, quickly and
+without network where none is needed: 'local' needs this host's TPU chips (/dev/accel* on
 v2-v4 TPU VMs, /dev/vfio/<n> on v5 and later), a grpc:// address must accept a
 connection, a name needs a zone and project (the metadata server is asked with a
 timeout, not TensorFlow's unbounded wait) and an API that knows it. The driver runs it
 before the output directory's lock and params.json (trainer/run/driver.py), so a run
 that cannot reach its TPU leaves nothing behind, and the next run without --use_tpu
-is not told to use one. The Estimator engine passes the resolver to its RunConfig;
+is not told to use one; the engines then resolve the TPU again for their own use. The Estimator engine passes the resolver to its RunConfig;
 the Keras engine connects to it and builds a TPUStrategy (trainer/keras/strategy.py).
 
     .venv/bin/python -m trainer.task --use_tpu --tpu local ...      # on a TPU VM
@@ -110,12 +110,18 @@ def check_metadata_server(name):
                           f"--tpu_zone and --gcp_project; {NO_TPU_FIX}") from None
 
 
+def check_tpu(params):
+    """The driver's check before anything is written: a TPU is named (or this is a TPU VM), what
+    names it can answer (check_reachable), and the resolver finds it; TpuNotFound otherwise."""
+    check_reachable(tpu_name(params), params)
+    resolve_tpu(params)
+
+
 def resolve_tpu(params):
     """The TPU's cluster resolver, its address looked up now: without a TPU to name, without
     Google Cloud credentials or with a TPU the API does not know, the run stops here in one
     line naming the fix, not deep inside the first training call."""
     name = tpu_name(params)
-    check_reachable(name, params)
     try:
         cluster = tf.distribute.cluster_resolver.TPUClusterResolver(
             tpu=name, zone=params["tpu_zone"], project=params["gcp_project"])

@@ -53,7 +53,7 @@ def run(params, make_engine):
     if params["mode"] in table.TRAIN_MODES:
         warm_start.check_source(params, step)  # a damaged source: the resume's one line
     if params["use_tpu"]:
-        tpu.resolve_tpu(params)  # no TPU named, none here, no such TPU: one line, nothing written
+        tpu.check_tpu(params)  # no TPU named, none here, no such TPU: one line, nothing written
     with contextlib.nullcontext() if is_beside_trainer else output_lock.hold_output_dir(params["output_dir"]):
         if not is_beside_trainer:
             check_checkpoints(params, repair=True)  # again under the lock, which may have waited
