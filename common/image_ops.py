@@ -5,7 +5,9 @@ serving share one deterministic path (center square crop + resize), so a
 served model sees exactly what it was evaluated on. Every function takes a
 scalar tf.string of encoded image bytes and returns a float32
 [image_size, image_size, 3] tensor with a static shape, in graph mode
-(tf.data, Estimator, SavedModel) and eagerly.
+(tf.data, Estimator, SavedModel) and eagerly. Training reads every format
+the serving decoder (decode_image) reads: JPEGs by their crop window only, any
+other format whole, then cropped (decode_and_crop).
 
     python -m common.image_ops IMAGE.jpg 64     # print the eval output stats
 """

@@ -52,7 +52,9 @@ DECODE_PARALLELISM = 16
 # Starts the message of a data check that fails inside the graph: the loop turns an
 # error carrying it into one line naming the files (trainer/run/driver.py, run).
 DATA_ERROR_MARK = "DATA ERROR:"
-# Ends the line naming a record whose image/encoded is no image (record INDEX of PATH ...).
+# The fix for one bad record, and the end of the line naming a record that holds no image
+# ("record INDEX of PATH" + NOT_AN_IMAGE), in-graph (checked_image_bytes) and before a run
+# (trainer/data/data_checks.py).
 REWRITE = "rewrite or remove that record, then run the same command again"
 NOT_AN_IMAGE = (f" holds no image the serving decoder reads (its {record_schema.ENCODED} is not "
                 f"{', '.join(image_ops.image_formats())}): {REWRITE}")
