@@ -15,8 +15,9 @@ import sys
 # trainer refuses data written with another version.
 SCHEMA_VERSION = 1
 
-ENCODED = "image/encoded"          # bytes: a baseline/progressive JPEG, 3 channels
-FORMAT = "image/format"            # bytes: always b"JPEG"
+ENCODED = "image/encoded"          # bytes: a JPEG, 3 channels, from this project's preprocessing;
+                                   # the trainer also reads what the serving decoder reads (PNG, GIF, BMP)
+FORMAT = "image/format"            # bytes: b"JPEG" from this project; informational, never trusted
 HEIGHT = "image/height"            # int64: pixels
 WIDTH = "image/width"              # int64: pixels
 CHANNELS = "image/channels"        # int64: always 3
