@@ -64,5 +64,10 @@ def test_records_stay_in_step_order_when_the_newest_checkpoint_is_lost(tiny_argv
     assert "the eval records of steps [6], whose checkpoints this run no longer has, moved to" in log
     assert f"best export {best_base}/6 is of a checkpoint this run no longer has" in log
     assert (superseded / signature.BEST_EXPORT_SUBDIR / "image_classifier" / "6" / "saved_model.pb").read_bytes() == b""
+    # The final export of the lost checkpoint 6 too: TF Serving would serve it over this run's.
+    export_base = out / signature.EXPORT_SUBDIR / "image_classifier"
+    assert f"export {export_base}/6 is of a checkpoint this run no longer has" in log
+    assert (superseded / signature.EXPORT_SUBDIR / "image_classifier" / "6" / "saved_model.pb").exists()
+    assert sorted(p.name for p in export_base.iterdir()) == ["8"]
     if (best_base / "6").exists():  # the new step 6, if it was the best: a real export
         assert (best_base / "6" / "saved_model.pb").stat().st_size > 0

@@ -106,39 +106,42 @@ def evaluate_and_record(engine, params, checkpoint_path=None, staging_dir=None, 
 def supersede_after(params, step):
     """A run resuming from `step`: what was recorded of later checkpoints, which it no longer has
     (the newest was lost or moved away), is set aside with one line each: their eval records
-    (eval_records.set_aside_after), and a best export of such a step, which TF Serving would
-    otherwise serve over every new best (moved to OUT/superseded/best_export/...). The steps
-    trained again are then evaluated again, and the records stay in step order."""
+    (eval_records.set_aside_after), and an export or best export of such a step, which TF
+    Serving would otherwise keep serving over what this run exports (moved to
+    OUT/superseded/export/... and OUT/superseded/best_export/...). The steps trained again are
+    then evaluated and exported again, and the records stay in step order."""
     output_dir = params["output_dir"]
     with hold_results(output_dir):
         later = eval_records.set_aside_after(output_dir, step)
-        moved = set_aside_best_exports(params, step)
+        moved = set_aside_exports(params, step)
     if later:
         _LOGGER.warning("resuming from step %d: the eval records of steps %s, whose checkpoints "
                         "this run no longer has, moved to %s", step,
                         [r["global_step"] for r in later],
                         os.path.join(output_dir, eval_records.SUPERSEDED_SUBDIR, eval_records.RESULTS_FILE))
-    for source, target in moved:
-        _LOGGER.warning("resuming from step %d: best export %s is of a checkpoint this run no longer "
-                        "has: moved to %s; the next best evaluation exports again", step, source, target)
+    for kind, source, target in moved:
+        _LOGGER.warning("resuming from step %d: %s %s is of a checkpoint this run no longer "
+                        "has: moved to %s; TF Serving would serve it over what this run exports",
+                        step, kind, source, target)
 
 
-def set_aside_best_exports(params, step):
-    """Moves OUT/best_export/<model>/<version> of versions past step under OUT/superseded/;
-    returns [(source, target)]."""
-    relative = os.path.join(signature.BEST_EXPORT_SUBDIR, params["serving_model_name"])
-    model_base = os.path.join(params["output_dir"], relative)
+def set_aside_exports(params, step):
+    """Moves OUT/{export,best_export}/<model>/<version> of versions past step under
+    OUT/superseded/; returns [(kind, source, target)]."""
     moved = []
-    for version in export_versions.list_versions(model_base, complete=False):
-        if version > step:
-            source = export_versions.version_dir(model_base, version)
-            target = os.path.join(params["output_dir"], eval_records.SUPERSEDED_SUBDIR, relative,
-                                  str(version))
-            if tf.io.gfile.exists(target):  # set aside by an earlier resume from a lower step
-                tf.io.gfile.rmtree(target)
-            tf.io.gfile.makedirs(os.path.dirname(target))
-            tf.io.gfile.rename(source, target)
-            moved.append((source, target))
+    for kind, subdir in (("export", signature.EXPORT_SUBDIR), ("best export", signature.BEST_EXPORT_SUBDIR)):
+        relative = os.path.join(subdir, params["serving_model_name"])
+        model_base = os.path.join(params["output_dir"], relative)
+        for version in export_versions.list_versions(model_base, complete=False):
+            if version > step:
+                target = os.path.join(params["output_dir"], eval_records.SUPERSEDED_SUBDIR, relative,
+                                      str(version))
+                moved.append((kind, export_versions.version_dir(model_base, version), target))
+    for _, source, target in moved:
+        if tf.io.gfile.exists(target):  # set aside by an earlier resume from a lower step
+            tf.io.gfile.rmtree(target)
+        tf.io.gfile.makedirs(os.path.dirname(target))
+        tf.io.gfile.rename(source, target)
     return moved
 
 
