@@ -68,4 +68,14 @@ if ! mv "$build" "$VENV"; then
 fi
 trap - EXIT
 [ -z "$old" ] || rm -rf "$old"
-echo "install: done ($("$VENV/bin/python" -c 'import tensorflow as tf; print("tensorflow", tf.__version__)' 2>/dev/null || echo "no tensorflow"))" >&2
+# The installed TensorFlow by its metadata: importing it would load libtpu in the TPU build,
+# which off a TPU asks the GCE metadata server for minutes.
+report='from importlib import metadata
+for name in ("tensorflow", "tensorflow-tpu"):
+    try:
+        print(name, metadata.version(name)); break
+    except metadata.PackageNotFoundError:
+        pass
+else:
+    print("no tensorflow")'
+echo "install: done ($("$VENV/bin/python" -c "$report"))" >&2

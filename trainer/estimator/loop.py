@@ -3,7 +3,7 @@
 The rounds, the eval records, the best export, early stopping and every check of the
 run directory are the driver's (trainer/run/driver.py, rounds.py, evaluations.py),
 the same for both engines; this module makes the TPUEstimator (its RunConfig and
-TPUConfig) and answers the driver's Engine calls with it. Killed at any point
+TPUConfig) and answers the Engine calls (trainer/run/engine.py) with it. Killed at any point
 (kill -9 included), the same command resumes from the last checkpoint; SIGTERM
 (preemption) first ends the session.run under way and saves the step it reached.
 --mode continuous_eval is the separate evaluation job (trainer/run/continuous_eval.py).
@@ -19,6 +19,7 @@ from trainer.cloud import tf_config, tpu
 from trainer.data import input as input_lib
 from trainer.estimator import export, model, predict
 from trainer.run import checkpoints, driver, predictions, progress
+from trainer.run import engine as engine_seam
 
 ModeKeys = tf.estimator.ModeKeys
 
@@ -67,8 +68,8 @@ class StopOnTerminationHook(tf.compat.v1.train.SessionRunHook):
             run_context.request_stop()
 
 
-class EstimatorEngine:
-    """trainer/run/driver.py's Engine, made of one TPUEstimator."""
+class EstimatorEngine(engine_seam.Engine):
+    """trainer/run/engine.py's Engine, made of one TPUEstimator."""
 
     def __init__(self, params):
         self.params = params

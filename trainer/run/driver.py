@@ -10,13 +10,8 @@ engine is made (a Keras TPU starts), OUT/params.json is written and the mode run
 A warm-start source is checked for damage before the lock, as the run's own checkpoints are. A data error during the run ends as one
 DatasetError naming the file.
 
-An engine is made by make_engine(params) once those checks have passed and offers:
-
-    engine.train(max_steps)              train from the latest checkpoint to max_steps
-    engine.evaluate(checkpoint_path)     {metric: value, ..., CONFUSION_MATRIX_METRIC: [C, C]}
-    engine.eval_dir                      where its eval events go (OUT/eval)
-    engine.export(checkpoint_path, staging_base) -> the SavedModel directory it wrote there
-    engine.predict(checkpoint_path)      --mode predict's summary dict
+An engine (trainer/run/engine.py's Engine: train, evaluate, export, predict, eval_dir) is
+made by make_engine(params) once those checks have passed.
 
     .venv/bin/python -m trainer.task --output_dir OUT --mode evaluate [--engine keras]
 """
@@ -25,6 +20,7 @@ import json
 import logging
 import os
 import random
+import typing
 
 import numpy as np
 import tensorflow as tf
@@ -36,10 +32,11 @@ from trainer.data import data_checks
 from trainer.export import staging
 from trainer.nets import warm_start
 from trainer.run import checkpoints, continuous_eval, evaluations, output_lock, rounds
+from trainer.run import engine as engine_seam
 from trainer.settings import table
 
 
-def run(params, make_engine):
+def run(params, make_engine: typing.Callable[[dict], engine_seam.Engine]):
     """Runs params["mode"] with the engine make_engine(params) makes; returns what the mode produced."""
     if params["mode"] == "predict":
         if not params["predict_export_dir"]:

@@ -11,7 +11,7 @@ trainer/run/gcs_lease.py). "Best" is by --early_stopping_metric
 matrix and per-class accuracy go to TensorBoard beside the engine's eval scalars
 (OUT/eval, trainer/report/eval_pictures.py).
 
-The engine (trainer/run/driver.py's Engine) evaluates and exports; what is recorded,
+The engine (trainer/run/engine.py's Engine) evaluates and exports; what is recorded,
 where and when is decided here, the same for both engines.
 
     .venv/bin/python -m trainer.task --mode evaluate --output_dir OUT --eval_data_path 'DIR/eval-*'

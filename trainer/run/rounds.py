@@ -8,7 +8,7 @@ stops when they stop improving. Killed at any point (kill -9 included), the same
 command resumes from the last checkpoint and evaluates at the same steps as a run
 that was never interrupted (a checkpoint between two evaluations is trained on, not
 evaluated: an extra evaluation could change the best export and early stopping's
-count); run again after it finished, it trains nothing and exports nothing new. The engine (trainer/run/driver.py's Engine) trains,
+count); run again after it finished, it trains nothing and exports nothing new. The engine (trainer/run/engine.py's Engine) trains,
 evaluates and exports; this module is the contract of the run directory both keep.
 
     .venv/bin/python -m trainer.task --train_data_path 'DIR/train-*' \\

@@ -1,0 +1,40 @@
+"""Both engines implement trainer/run/engine.py's Engine: every member, with its parameters.
+
+    .venv/bin/python -m pytest tests/trainer/test_engine_protocol.py
+"""
+import importlib
+import inspect
+
+import pytest
+
+from tests.engines import HAS_ESTIMATOR
+from trainer.run import engine as engine_seam
+
+ENGINES = [("trainer.keras.engine", "KerasEngine")] + (
+    [("trainer.estimator.loop", "EstimatorEngine")] if HAS_ESTIMATOR else [])
+METHODS = ("train", "evaluate", "export", "predict")
+
+
+def parameters(function):
+    return list(inspect.signature(function).parameters)
+
+
+@pytest.mark.parametrize("module, name", ENGINES)
+def test_each_engine_is_an_engine_with_every_method_and_its_parameters(module, name):
+    engine_class = getattr(importlib.import_module(module), name)
+    assert engine_seam.Engine in engine_class.__mro__  # named as its base: a reader can jump to it
+    for method in METHODS:
+        assert method in vars(engine_class), f"{name} does not define {method}"
+        assert parameters(getattr(engine_class, method)) == parameters(getattr(engine_seam.Engine, method))
+    assert "self.eval_dir = " in inspect.getsource(engine_class.__init__)
+
+
+def test_a_class_missing_a_method_is_not_an_engine():
+    class NoPredict:
+        eval_dir = "OUT/eval"
+
+        def train(self, max_steps): ...
+        def evaluate(self, checkpoint_path): ...
+        def export(self, checkpoint_path, staging_base): ...
+
+    assert not isinstance(NoPredict(), engine_seam.Engine)
