@@ -48,10 +48,9 @@ def main(argv=None):
 def describe_interrupted(params):
     """What a run stopped by Ctrl-C or SIGTERM leaves: the step the same command resumes from
     (on SIGTERM both engines first save the step training reached)."""
-    from trainer.run import checkpoints
-    from trainer.settings import table
+    from trainer.run import checkpoints, modes
     output_dir = params["output_dir"]
-    if params["mode"] not in table.TRAIN_MODES:
+    if not modes.of(params).trains:
         return f"--mode {params['mode']} did not finish; {output_dir} is as the training left it"
     _, step = checkpoints.latest_checkpoint(output_dir)
     if not step:

@@ -25,10 +25,9 @@ import time
 
 import tensorflow as tf
 
-from trainer.settings import table
 from trainer.data import input as input_lib
 from trainer.estimator import loop
-from trainer.run import checkpoints, driver
+from trainer.run import checkpoints, driver, modes
 from trainer.cloud.tf_config import (CHIEF_TYPES, TRAINER_TYPES, ClusterError, is_ps_cluster,
                                read_tf_config, task_of)
 
@@ -133,7 +132,7 @@ def run_trainer(params, tf_config):
     try:
         if task_type in CHIEF_TYPES:
             return loop.run(params)
-        if params["mode"] in table.TRAIN_MODES:  # train: a separate eval job evaluates
+        if modes.of(params).trains:  # train: a separate eval job evaluates
             train_worker(params, index, f"{task_type}/{index}")
         return None
     finally:

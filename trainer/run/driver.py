@@ -7,6 +7,8 @@ claim (trainer/run/checkpoints.py) and the TPU is looked up; then the output
 directory's lock is taken (trainer/run/output_lock.py; not for predict, which writes
 elsewhere, nor for continuous_eval, which runs beside the trainer that holds it), the
 engine is made (a Keras TPU starts), OUT/params.json is written and the mode runs.
+Which of these a mode needs, and the function that runs it, is its row of
+trainer/run/modes.py, read once here.
 A warm-start source is checked for damage before the lock, as the run's own checkpoints are. A data error during the run ends as one
 DatasetError naming the file.
 
@@ -18,7 +20,6 @@ made by make_engine(params) once those checks have passed.
 import contextlib
 import json
 import logging
-import os
 import random
 import typing
 
@@ -29,31 +30,30 @@ from tensorflow.python.framework import config as tf_config
 from trainer import chain
 from trainer.cloud import tpu
 from trainer.data import data_checks
-from trainer.export import staging
 from trainer.nets import warm_start
-from trainer.run import checkpoints, continuous_eval, evaluations, output_lock, rounds
+from trainer.run import checkpoints, modes, output_lock
 from trainer.run import engine as engine_seam
-from trainer.settings import table
 
 
 def run(params, make_engine: typing.Callable[[dict], engine_seam.Engine]):
     """Runs params["mode"] with the engine make_engine(params) makes; returns what the mode produced."""
-    if params["mode"] == "predict":
+    mode = modes.of(params)
+    if not mode.checks_run_dir:  # predict: only the checkpoint it reads, when not an export
         if not params["predict_export_dir"]:
-            check_checkpoints(params, repair=False)
+            check_checkpoints(params, mode, repair=False)
         return run_mode(params, make_engine)
     data_checks.check_before_run(params)
-    is_beside_trainer = params["mode"] == "continuous_eval"
+    is_beside_trainer = not mode.holds_lock
     # Read only: nothing, not even the lock, is written yet. A lost state's fallback is said
     # once, by the check under the lock (a job beside the trainer has only this one).
-    step = check_checkpoints(params, repair=False, say=is_beside_trainer)
-    if params["mode"] in table.TRAIN_MODES:
+    step = check_checkpoints(params, mode, repair=False, say=is_beside_trainer)
+    if mode.trains:
         warm_start.check_source(params, step)  # a damaged source: the resume's one line
     if params["use_tpu"]:
         tpu.check_tpu(params)  # no TPU named, none here, no such TPU: one line, nothing written
     with contextlib.nullcontext() if is_beside_trainer else output_lock.hold_output_dir(params["output_dir"]):
         if not is_beside_trainer:
-            check_checkpoints(params, repair=True)  # again under the lock, which may have waited
+            check_checkpoints(params, mode, repair=True)  # again under the lock, which may have waited
         try:
             return run_mode(params, make_engine)
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as err:
@@ -63,12 +63,12 @@ def run(params, make_engine: typing.Callable[[dict], engine_seam.Engine]):
             raise named from None
 
 
-def check_checkpoints(params, repair, say=True):
+def check_checkpoints(params, mode, repair, say=True):
     """The output dir's checkpoints checked (trainer/run/checkpoints.py) before anything is written;
     the modes that read a checkpoint refuse in one line when there is none. Returns the step
     a run resumes from (0: none)."""
     prefix, step = checkpoints.check_run_state(params["output_dir"], repair=repair, say=say)
-    if prefix is None and params["mode"] in ("evaluate", "export", "predict"):
+    if prefix is None and mode.needs_checkpoint:
         raise checkpoints.CheckpointError(
             f"output_dir={params['output_dir']!r} has no checkpoint to {params['mode']}: train "
             f"first (--mode train_and_eval), or pass the --output_dir of a training run")
@@ -104,8 +104,11 @@ def unseed_process():
 
 
 def run_mode(params, make_engine):
+    """The mode's run function (trainer/run/modes.py) with the engine, after warm start,
+    seeds and params.json."""
     logging.info("Resolved params:\n%s", json.dumps(params, indent=2, sort_keys=True))
-    if params["mode"] in table.TRAIN_MODES:
+    mode = modes.of(params)
+    if mode.trains:
         # Before params.json and before the engine builds its network: a missing or mismatched
         # source stops here with nothing written; a Keras weights file is converted to the
         # checkpoint both engines warm start from; a resumed run ignores it.
@@ -114,34 +117,7 @@ def run_mode(params, make_engine):
     # Made before params.json: a TPU that is found but does not start (the Keras engine starts
     # it here) leaves no params.json asking the next run for it.
     engine = make_engine(params)
-    if params["mode"] != "continuous_eval":  # beside a trainer, params.json is the trainer's
+    if mode.writes_params:
         chain.write_params(params)
-    if params["mode"] in table.TRAIN_MODES:
-        return say_if_not_served(params, rounds.train_and_evaluate(engine, params))
-    if params["mode"] == "evaluate":
-        return evaluations.evaluate_and_record(engine, params, once_per_step=False)
-    if params["mode"] == "continuous_eval":
-        return continuous_eval.run_continuous_eval(engine, params)
-    if params["mode"] == "predict":
-        # By the checked files, not the state file alone: a lost state must not mean random weights.
-        checkpoint_path, _ = checkpoints.check_run_state(params["output_dir"], repair=False, say=False)
-        return engine.predict(checkpoint_path)
-    return say_if_not_served(params, rounds.export_latest(engine, params))
+    return mode.runs(engine, params)
 
-
-def say_if_not_served(params, export_path):
-    """One line when a higher version beside export_path stays the one TF Serving serves (after
-    a damaged checkpoint was moved away, its export outranks the older checkpoint's); returns
-    export_path. Said, not refused: the export asked for is written, and which one to serve
-    (or whether to keep the higher one) is the user's call."""
-    served = staging.outranking_version(export_path) if export_path else None
-    if served is None:
-        return export_path
-    model_base, version = os.path.split(export_path.rstrip("/"))
-    prefix = os.path.join(params["output_dir"], f"{checkpoints.CHECKPOINT_NAME}-{served}")
-    origin = ("" if tf.io.gfile.exists(prefix + ".index") else
-              f", exported from {os.path.basename(prefix)}, which {params['output_dir']} no longer holds,")
-    logging.warning("%s/%d stays the highest version%s so TF Serving keeps serving it, not this "
-                    "run's version %s: move %s/%d out of %s to serve %s", model_base, served, origin,
-                    version, model_base, served, model_base, version)
-    return export_path

@@ -53,7 +53,7 @@ def check_progress(before, after, params):
     return after
 
 
-def train_and_evaluate(engine, params):
+def train_and_evaluate(engine, params, *, evaluates):
     """Trains to train_steps with an evaluation every steps_per_eval; returns the export path.
 
     A round-end checkpoint without an eval record (the run was killed before or during
@@ -61,11 +61,10 @@ def train_and_evaluate(engine, params):
     miss an evaluation of the schedule; one between two round ends (killed mid-training)
     is not (is_round_end). With early_stopping_patience,
     the loop ends once that many evaluations in a row did not improve on the best
-    (stop_early). Mode train trains in the same rounds without evaluating (a
-    continuous_eval job does).
+    (stop_early). Without `evaluates` (mode train, trainer/run/modes.py) it trains in the
+    same rounds without evaluating (a continuous_eval job does).
     """
     output_dir = params["output_dir"]
-    evaluates = params["mode"] == "train_and_eval"
     _, step = checkpoints.latest_checkpoint(output_dir)
     if step:
         _LOGGER.info("Resuming from step %d of %d", step, params["train_steps"])

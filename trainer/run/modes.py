@@ -1,0 +1,84 @@
+"""The modes of --mode, decided once: what each needs (checks, the lock, params.json) and the function that runs it.
+
+trainer/run/driver.py reads a command's Mode here once and follows it; the modules below
+it receive what they need (rounds.train_and_evaluate gets `evaluates`), not the mode.
+Every mode of trainer/settings/table.py's MODES has one row (tests/trainer/test_modes.py).
+
+    .venv/bin/python -m trainer.task --output_dir OUT --mode export [--engine keras]
+"""
+import dataclasses
+import logging
+import os
+import typing
+
+import tensorflow as tf
+
+from trainer.export import staging
+from trainer.run import checkpoints, continuous_eval, evaluations, rounds
+from trainer.run import engine as engine_seam
+
+
+@dataclasses.dataclass(frozen=True)
+class Mode:
+    """What the driver does around one mode's run function."""
+    runs: typing.Callable[[engine_seam.Engine, dict], typing.Any]  # (engine, params) -> the result
+    trains: bool = False  # reads the train split: warm start checked and prepared; resumable
+    needs_checkpoint: bool = False  # refuses in one line when OUT has no checkpoint
+    checks_run_dir: bool = True  # data, checkpoints and TPU checked first (predict: its checkpoint only)
+    holds_lock: bool = True  # continuous_eval runs beside the trainer that holds it; predict writes elsewhere
+    writes_params: bool = True  # beside a trainer, params.json is the trainer's
+
+
+def of(params) -> Mode:
+    """The Mode of params["mode"]."""
+    return MODES[params["mode"]]
+
+
+def train_and_eval(engine, params):
+    return say_if_not_served(params, rounds.train_and_evaluate(engine, params, evaluates=True))
+
+
+def train(engine, params):
+    return say_if_not_served(params, rounds.train_and_evaluate(engine, params, evaluates=False))
+
+
+def evaluate(engine, params):
+    return evaluations.evaluate_and_record(engine, params, once_per_step=False)
+
+
+def export(engine, params):
+    return say_if_not_served(params, rounds.export_latest(engine, params))
+
+
+def predict(engine, params):
+    # By the checked files, not the state file alone: a lost state must not mean random weights.
+    checkpoint_path, _ = checkpoints.check_run_state(params["output_dir"], repair=False, say=False)
+    return engine.predict(checkpoint_path)
+
+
+def say_if_not_served(params, export_path):
+    """One line when a higher version beside export_path stays the one TF Serving serves (after
+    a damaged checkpoint was moved away, its export outranks the older checkpoint's); returns
+    export_path. Said, not refused: the export asked for is written, and which one to serve
+    (or whether to keep the higher one) is the user's call."""
+    served = staging.outranking_version(export_path) if export_path else None
+    if served is None:
+        return export_path
+    model_base, version = os.path.split(export_path.rstrip("/"))
+    prefix = os.path.join(params["output_dir"], f"{checkpoints.CHECKPOINT_NAME}-{served}")
+    origin = ("" if tf.io.gfile.exists(prefix + ".index") else
+              f", exported from {os.path.basename(prefix)}, which {params['output_dir']} no longer holds,")
+    logging.warning("%s/%d stays the highest version%s so TF Serving keeps serving it, not this "
+                    "run's version %s: move %s/%d out of %s to serve %s", model_base, served, origin,
+                    version, model_base, served, model_base, version)
+    return export_path
+
+
+MODES = {
+    "train_and_eval": Mode(train_and_eval, trains=True),
+    "train": Mode(train, trains=True),
+    "evaluate": Mode(evaluate, needs_checkpoint=True),
+    "export": Mode(export, needs_checkpoint=True),
+    "predict": Mode(predict, needs_checkpoint=True, checks_run_dir=False, holds_lock=False),
+    "continuous_eval": Mode(continuous_eval.run_continuous_eval, holds_lock=False, writes_params=False),
+}
