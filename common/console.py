@@ -322,6 +322,7 @@ def deferring_termination():
     finally:
         _TERMINATION.deferring -= 1
     if _TERMINATION.is_requested:
+        _TERMINATION.is_requested = False  # acted on: a later block of this process is not stopped by it
         raise Terminated("SIGTERM")
 
 
@@ -338,6 +339,7 @@ def raising_on_sigterm():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        _TERMINATION.is_requested = False  # the SIGTERM was this block's, and is answered
 
 
 # What exit_on_interrupt prints before the state, and the exit code, per signal.

@@ -179,6 +179,10 @@ def test_a_second_sigterm_in_a_deferring_block_does_not_wait(capsys, guarded_sig
                 signal.raise_signal(signal.SIGTERM)
                 pytest.fail("the second SIGTERM waited")
     assert exited.value.code == 143 and capsys.readouterr().err == "terminated (SIGTERM): stopped\n"
+    # Answered: the process's next deferring block (a notebook, the next test) is not stopped by it.
+    assert not console.is_termination_requested()
+    with console.deferring_termination():
+        pass
 
 
 def test_sigterm_during_preprocessing_is_one_line_and_exit_code_143(tmp_path):

@@ -123,7 +123,7 @@ def test_the_trainer_command_refuses_a_held_output_dir(bucket, out, tiny_params,
     monkeypatch.setattr(chain, "resolve", lambda typed, config_file: dict(tiny_params, output_dir=out))
     # TF 2.15's gs:// file system cannot reach the emulator (its endpoint is compiled in), so the
     # read-only look at OUT's checkpoints (trainer/run/checkpoints.py) is skipped too.
-    monkeypatch.setattr(checkpoints, "check_run_state", lambda output_dir, repair=True: (None, 0))
+    monkeypatch.setattr(checkpoints, "check_run_state", lambda output_dir, repair=True, say=True: (None, 0))
     monkeypatch.setattr(driver, "run_mode", lambda params, make_engine: pytest.fail("ran without the lease"))
     with pytest.raises(SystemExit) as exit_info:
         task.main([])

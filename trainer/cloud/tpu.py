@@ -19,7 +19,6 @@ the Keras engine connects to it and builds a TPUStrategy (trainer/keras/strategy
     .venv/bin/python -m trainer.task --use_tpu --tpu local ...      # on a TPU VM
     .venv/bin/python -c "from trainer.cloud import tpu; print(tpu.local_tpu_devices())"
 """
-import glob
 import logging
 import os
 import socket
@@ -46,7 +45,7 @@ class TpuNotFound(checks.ConfigError):
 
 def local_tpu_devices():
     """This host's TPU chip devices ([] off a TPU VM)."""
-    return sorted(path for pattern in LOCAL_DEVICE_PATTERNS for path in glob.glob(pattern))
+    return sorted(path for pattern in LOCAL_DEVICE_PATTERNS for path in tf.io.gfile.glob(pattern))
 
 
 def tpu_name(params):
