@@ -51,7 +51,7 @@ def make_parser():
 def main(argv=None):
     console.configure_logging(VERBOSITY)
     args = make_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    from trainer.export import tflite, tflite_sources  # TensorFlow loads only now
+    from trainer.export import tflite, tflite_check, tflite_files, tflite_sources  # TensorFlow loads now
     try:
         plan = tflite_sources.plan(args)
         # The converter's MLIR summary and the interpreter's delegate line are C++ lines
@@ -62,10 +62,9 @@ def main(argv=None):
     except UserError as err:  # no run or export, no eval data, too few images, no signature
         console.exit_with_error(err)
     print(tflite_sources.format_check(check, plan), flush=True)
-    if check["model.tflite"]["top1_agreement"] < check["float32_agreement_goal"]:
-        print(f"error: model.tflite agrees with the export on fewer than "
-              f"{check['float32_agreement_goal']:.1%} of the eval images: a conversion bug",
-              file=sys.stderr, flush=True)
+    problem = tflite_check.shortfall(check, tflite_files.FLOAT32_FILE)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr, flush=True)
         sys.exit(1)
     return plan.tflite_dir
 

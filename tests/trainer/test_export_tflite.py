@@ -176,3 +176,13 @@ def test_an_export_without_the_serving_contract_is_refused(tmp_path):
     export_dir = write_saved_model_without_the_contract(tmp_path / "1")
     with pytest.raises(tflite.NotConvertible, match="has no 'serving_default' signature taking 'image_bytes'"):
         tflite.read_serving_cut(str(export_dir))
+
+
+@pytest.mark.parametrize("agreement, expected", [
+    (1.0, None), (0.995, None), (None, None),
+    (0.99, "model.tflite agrees with the export on 99.00% of the eval images, below the goal 99.5%"),
+])
+def test_a_float32_model_below_the_agreement_goal_is_said(agreement, expected):
+    said = tflite_check.shortfall({tflite_files.FLOAT32_FILE: {"top1_agreement": agreement}},
+                                  tflite_files.FLOAT32_FILE)
+    assert said == expected or said.startswith(expected)
