@@ -118,15 +118,26 @@ class NativeQuietLoader(importlib.abc.Loader):
         return self.loader.create_module(spec)
 
     def exec_module(self, module):
-        sys.stderr.flush()
-        saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(devnull, 2)
+        with native_stderr_muted():
             self.loader.exec_module(module)
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            os.close(devnull)
+
+
+@contextlib.contextmanager
+def native_stderr_muted(is_muted=True):
+    """File descriptor 2 on /dev/null while the block runs (when is_muted): for C++ lines
+    written straight to it (TensorFlow's start-up, the TFLite converter's MLIR summary)."""
+    if not is_muted:
+        yield
+        return
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def make_unraisable_hook(default_hook):

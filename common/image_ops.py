@@ -31,6 +31,11 @@ READS_WEBP = hasattr(tf.io, "decode_webp")
 WEBP_RIFF, WEBP_TAG = b"RIFF", b"WEBP"
 MAGIC_BYTES = 12  # enough for the longest signature (WebP's tag ends at byte 12)
 
+# Normalization: x * NORMALIZE_SCALE + NORMALIZE_OFFSET maps [0, 255] onto [-1, 1].
+NORMALIZE_SCALE = 1.0 / 127.5
+NORMALIZE_OFFSET = -1.0
+RESIZE_METHOD = "bilinear"  # tf.image.resize: half-pixel centers, no antialiasing
+
 
 def normalize_image(image):
     """Maps pixel values in [0, 255] to float32 in [-1, 1] (x / 127.5 - 1).
@@ -39,14 +44,14 @@ def normalize_image(image):
     scratch, and a symmetric range is what the TPU reference nets expect.
     image: [..., 3] of any real dtype in [0, 255].
     """
-    return tf.cast(image, tf.float32) * (1.0 / 127.5) - 1.0
+    return tf.cast(image, tf.float32) * NORMALIZE_SCALE + NORMALIZE_OFFSET
 
 
 def _resize(image, image_size):
     """[h, w, 3] uint8 -> [image_size, image_size, 3] float32 in [0, 255], static shape."""
     # Python ints as the size make the output shape static; no ensure_shape
     # op, which would cost a per-image op in tf.data.
-    return tf.image.resize(image, [image_size, image_size], method="bilinear")
+    return tf.image.resize(image, [image_size, image_size], method=RESIZE_METHOD)
 
 
 def _center_square(shape):
@@ -100,6 +105,23 @@ def preprocess_for_eval(image_bytes, image_size):
     y, x, side = _center_square(tf.shape(image))
     image = tf.image.crop_to_bounding_box(image, y, x, side, side)
     return normalize_image(_resize(image, image_size))
+
+
+def describe_eval_preprocessing(image_size):
+    """preprocess_for_eval in words and numbers, for a model that runs without it (a TFLite
+    model takes its output; trainer/export/tflite_files.py writes this beside it)."""
+    return {
+        "decode": "decode_image, channels=3: RGB (grayscale repeated, alpha dropped, a GIF's "
+                  f"first frame); formats {', '.join(image_formats())}",
+        "crop": "the largest centered square (the full shorter side, nothing cut from it)",
+        "resize": {"height": image_size, "width": image_size, "method": RESIZE_METHOD,
+                   "half_pixel_centers": True, "antialias": False,
+                   "as": "tf.image.resize(image, [size, size], method='bilinear')"},
+        "normalize": {"scale": NORMALIZE_SCALE, "offset": NORMALIZE_OFFSET,
+                      "as": "x * scale + offset on the resized RGB values in [0, 255]"},
+        "value_range": [-1.0, 1.0], "channel_order": "RGB", "layout": "NHWC",
+        "dtype": "float32",
+    }
 
 
 def preprocess_batch_for_eval(image_bytes, image_size, parallel_iterations=10):

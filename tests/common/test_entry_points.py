@@ -22,6 +22,7 @@ TYPOS = {
     "common.warmup": (["export", "a.jpg", "--model_nam", "m"], "--model_name"),
     "trainer.task": (["--train_stepz", "30"], "--train_steps"),
     "trainer.report": (["out", "--max_image", "3"], "--max_images"),
+    "trainer.export_tflite": (["--output_dir", "out", "--calibration_image", "3"], "--calibration_images"),
     "serving.client": (["--server", "http://127.0.0.1:1", "--top", "3", "a.jpg"], "--top_k"),
     "serving.demo": (["--model_base_path", "m", "--rest_api_prt", "3"], "--rest_api_port"),
     "serving.batch_predict": (["--model_dir", "m", "--output", "o", "--input_csv", "a.csv",

@@ -1,0 +1,188 @@
+"""python -m trainer.export_tflite on the session's tiny trained run (the Estimator engine's export
+in .venv, the Keras engine's in .venv-keras): the float32 model gives the export's numbers, the
+int8 model takes the integer input its metadata states, the metadata's preprocessing is the eval
+image path, and each mistake is one line, exit code 2, nothing written.
+
+    .venv/bin/python -m pytest tests/trainer/test_export_tflite.py
+    .venv-keras/bin/python -m pytest tests/trainer/test_export_tflite.py
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from common import export_predictor, image_ops
+from tests.conftest import NUM_GOOD_IMAGES, make_jpeg_bytes
+from trainer.export import tflite, tflite_check, tflite_files, tflite_sources
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_command(*argv):
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "PYTHONWARNINGS")}
+    return subprocess.run([sys.executable, "-m", "trainer.export_tflite", *map(str, argv)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+@pytest.fixture(scope="module")
+def converted(trained_run, tmp_path_factory):
+    """(the command's result, the TFLite directory it wrote) for the tiny run."""
+    output_dir, _, _ = trained_run
+    tflite_dir = tmp_path_factory.mktemp("tflite") / "models"
+    result = run_command("--output_dir", output_dir, "--tflite_dir", tflite_dir,
+                         "--calibration_images", 8)
+    return result, tflite_dir
+
+
+def read_json(path):
+    return json.loads(path.read_text())
+
+
+def test_the_command_writes_both_models_their_metadata_and_their_check(converted):
+    result, tflite_dir = converted
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(os.listdir(tflite_dir)) == sorted([
+        tflite_files.FLOAT32_FILE, tflite_files.INT8_FILE, tflite_files.METADATA_FILE,
+        tflite_files.CHECK_FILE])
+    check = read_json(tflite_dir / tflite_files.CHECK_FILE)
+    assert check["images"] == NUM_GOOD_IMAGES
+    assert check[tflite_files.FLOAT32_FILE]["top1_agreement"] >= 0.995
+    assert 0 <= check[tflite_files.INT8_FILE]["top1_agreement"] <= 1
+    lines = result.stdout.splitlines()
+    assert lines[2].split()[:2] == [tflite_files.FLOAT32_FILE, "100.00%"]
+    assert lines[-1].startswith(f"tflite: {tflite_dir} ") and len(lines) == 5
+    assert result.stderr == ""
+
+
+def test_the_float32_model_gives_the_exports_probabilities(converted, trained_run):
+    _, export_dir, _ = trained_run
+    _, tflite_dir = converted
+    jpegs = [make_jpeg_bytes(seed, size=20 + seed) for seed in range(6)]
+    expected = export_predictor.predict_probabilities(export_predictor.load_export(str(export_dir)), jpegs)
+    interpreter = tflite_check.make_interpreter((tflite_dir / tflite_files.FLOAT32_FILE).read_bytes())
+    image_size = read_json(tflite_dir / tflite_files.METADATA_FILE)["preprocessing"]["resize"]["height"]
+    actual = tflite_check.run_interpreter(interpreter, tflite_check.preprocess(jpegs, image_size))
+    np.testing.assert_allclose(actual, expected, atol=1e-5)
+
+
+def test_the_int8_models_input_is_the_integer_type_its_metadata_states(converted):
+    _, tflite_dir = converted
+    stated = read_json(tflite_dir / tflite_files.METADATA_FILE)["models"][tflite_files.INT8_FILE]
+    detail = tflite_check.make_interpreter(
+        (tflite_dir / tflite_files.INT8_FILE).read_bytes()).get_input_details()[0]
+    assert detail["dtype"] in (np.int8, np.uint8)
+    assert stated["input"]["dtype"] == detail["dtype"].__name__
+    scale, zero_point = detail["quantization"]
+    assert stated["input"]["quantization"] == pytest.approx(
+        {"scale": scale, "zero_point": zero_point, "real_value": stated["input"]["quantization"]["real_value"]})
+    # [-1, 1] fills the int8 range: about 2 / 255 a step
+    assert 1 / 255 < scale < 3 / 255
+
+
+def test_the_metadatas_preprocessing_is_the_eval_image_path():
+    """Following the stated steps by hand (decode, center square, resize, normalize) gives what
+    image_ops.preprocess_for_eval gives: a phone app that follows the metadata feeds the model
+    what evaluation fed the export."""
+    pixels = np.random.default_rng(3).integers(0, 256, (22, 30, 3), dtype=np.uint8)
+    jpeg = tf.io.encode_jpeg(pixels).numpy()
+    stated = image_ops.describe_eval_preprocessing(12)
+    square = tf.io.decode_jpeg(jpeg, channels=3)[:, 4:26]  # 22 x 30: the centered 22 x 22
+    resized = tf.compat.v1.image.resize_bilinear(
+        square[tf.newaxis], [stated["resize"]["height"], stated["resize"]["width"]],
+        half_pixel_centers=stated["resize"]["half_pixel_centers"])[0]
+    by_hand = resized.numpy() * stated["normalize"]["scale"] + stated["normalize"]["offset"]
+    np.testing.assert_allclose(by_hand, image_ops.preprocess_for_eval(jpeg, 12).numpy(), atol=1e-5)
+    assert stated["value_range"] == [-1.0, 1.0] and stated["channel_order"] == "RGB"
+
+
+@pytest.mark.parametrize("values, quantization, dtype, expected", [
+    ([-2.0, 0.0, 0.5, 1.0], (2 / 255, 0), np.int8, [-128, 0, 64, 127]),
+    ([-2.0, 0.0, 1.0], (2 / 255, 128), np.uint8, [0, 128, 255]),
+])
+def test_quantize_is_round_scale_plus_zero_point_clipped(values, quantization, dtype, expected):
+    quantized = tflite_check.quantize(np.array(values, np.float32), quantization, dtype)
+    assert quantized.dtype == dtype and quantized.tolist() == expected
+
+
+def test_too_few_eval_images_is_one_line_exit_2_nothing_written(trained_run, tmp_path):
+    output_dir, _, _ = trained_run
+    result = run_command("--output_dir", output_dir, "--tflite_dir", tmp_path / "models",
+                         "--calibration_images", NUM_GOOD_IMAGES + 1)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"error: the eval records hold {NUM_GOOD_IMAGES} images, fewer than --calibration_images="
+        f"{NUM_GOOD_IMAGES + 1}; pass --calibration_images={NUM_GOOD_IMAGES} or more eval data"]
+    assert os.listdir(tmp_path) == []
+
+
+def flags(**values):
+    defaults = {"output_dir": None, "export_dir": None, "eval_data_path": None,
+                "tflite_dir": None, "calibration_images": 4}
+    return argparse.Namespace(**dict(defaults, **values))
+
+
+def write_saved_model_without_the_contract(path):
+    module = tf.Module()
+    module.f = tf.function(lambda x: {"y": x * 2}, input_signature=[tf.TensorSpec([None], tf.float32)])
+    tf.saved_model.save(module, str(path), signatures={"serving_default": module.f})
+    return path
+
+
+@pytest.mark.parametrize("case, message", [
+    ("nothing", "pass --output_dir OUT (a trainer.task run) or --export_dir DIR"),
+    ("not_a_run", "is not a training run (no params.json)"),
+    ("not_exported", "has no export under export/image_classifier (no checkpoint); run python -m "
+                     "trainer.task --mode export --output_dir"),
+    ("no_eval_files", "--eval_data_path=/nowhere/eval-* matches no files"),
+    ("zero_calibration", "--calibration_images=0 must be 1 or more"),
+    ("export_without_tflite_dir", "--export_dir without --output_dir needs --tflite_dir DIR"),
+    ("tflite_dir_exists", "exists; remove it or pass another --tflite_dir"),
+])
+def test_each_mistake_is_named_before_anything_is_written(case, message, trained_run, tmp_path):
+    output_dir, export_dir, data_dir = trained_run
+    run = tmp_path / "run"
+    run.mkdir()
+    if case == "not_exported":
+        (run / "params.json").write_text("{}")
+    given = {
+        "nothing": flags(), "not_a_run": flags(output_dir=str(run)),
+        "not_exported": flags(output_dir=str(run)),
+        "no_eval_files": flags(output_dir=str(output_dir), eval_data_path="/nowhere/eval-*"),
+        "zero_calibration": flags(output_dir=str(output_dir), calibration_images=0),
+        "export_without_tflite_dir": flags(export_dir=str(export_dir),
+                                           eval_data_path=f"{data_dir}/eval-*"),
+        "tflite_dir_exists": flags(output_dir=str(output_dir), tflite_dir=str(run)),
+    }[case]
+    with pytest.raises(tflite_sources.TFLiteSourceError, match=re.escape(message)):
+        tflite_sources.plan(given)
+    assert sorted(os.listdir(run)) == (["params.json"] if case == "not_exported" else [])
+
+
+def test_a_runs_models_go_to_its_tflite_folder_by_export_version(trained_run):
+    output_dir, export_dir, _ = trained_run
+    plan = tflite_sources.plan(flags(output_dir=str(output_dir)))
+    assert plan.export_dir == str(export_dir)
+    assert plan.tflite_dir == os.path.join(str(output_dir), "tflite", "image_classifier",
+                                           os.path.basename(str(export_dir)))
+
+
+def test_an_export_without_the_serving_contract_is_refused(tmp_path):
+    export_dir = write_saved_model_without_the_contract(tmp_path / "1")
+    with pytest.raises(tflite.NotConvertible, match="has no 'serving_default' signature taking 'image_bytes'"):
+        tflite.read_serving_cut(str(export_dir))
+
+
+@pytest.mark.parametrize("agreement, expected", [
+    (1.0, None), (0.995, None), (None, None),
+    (0.99, "model.tflite agrees with the export on 99.00% of the eval images, below the goal 99.5%"),
+])
+def test_a_float32_model_below_the_agreement_goal_is_said(agreement, expected):
+    said = tflite_check.shortfall({tflite_files.FLOAT32_FILE: {"top1_agreement": agreement}},
+                                  tflite_files.FLOAT32_FILE)
+    assert said == expected or said.startswith(expected)

@@ -1,0 +1,117 @@
+"""What trainer.export_tflite reads and writes, found and checked before anything is converted.
+
+The export: --export_dir (a base or a version directory), else the run's served one,
+OUT/export/<serving_model_name>/<highest version>. The eval records: --eval_data_path, else the
+run's eval_data_path. The output: --tflite_dir, else OUT/tflite/<model>/<version>. Each
+mistake (no run, no export, a run not exported yet, no eval files, too few eval images for the
+calibration, an output that exists) is a TFLiteSourceError naming the fix; nothing is written.
+
+    .venv/bin/python -m trainer.export_tflite --output_dir OUT
+"""
+import dataclasses
+import json
+import os
+
+import tensorflow as tf
+
+from common import export_versions, signature
+from common.user_errors import UserError
+from trainer.export import tflite_check, tflite_files
+from trainer.settings import table
+
+TFLITE_SUBDIR = "tflite"  # OUT/tflite/<model_name>/<version>/
+
+
+class TFLiteSourceError(UserError):
+    """A run, export, eval data or output directory trainer.export_tflite cannot use."""
+
+
+@dataclasses.dataclass
+class Plan:
+    export_dir: str
+    eval_paths: list
+    tflite_dir: str
+    source: dict  # what tflite_metadata.json records of where the models came from
+
+
+def read_run_params(output_dir):
+    """OUT/params.json; TFLiteSourceError when OUT is not a trainer run directory."""
+    path = os.path.join(output_dir, table.PARAMS_FILE)
+    if not tf.io.gfile.exists(path):
+        raise TFLiteSourceError(f"--output_dir={output_dir} is not a training run (no {table.PARAMS_FILE}); "
+                                "pass the --output_dir of a trainer.task run, or --export_dir")
+    with tf.io.gfile.GFile(path) as f:
+        return json.load(f)
+
+
+def find_export(args, params):
+    """(export version directory, version or None)."""
+    if args.export_dir:
+        return export_versions.resolve_export_dir(args.export_dir)
+    name = params.get("serving_model_name") or signature.DEFAULT_MODEL_NAME
+    base = os.path.join(args.output_dir, signature.EXPORT_SUBDIR, name)
+    if export_versions.latest_version(base) is None:
+        checkpoint = tf.train.latest_checkpoint(args.output_dir)
+        why = f"its latest checkpoint is {os.path.basename(checkpoint)}" if checkpoint else "no checkpoint"
+        raise TFLiteSourceError(
+            f"{args.output_dir} has no export under {signature.EXPORT_SUBDIR}/{name} ({why}); run "
+            f"python -m trainer.task --mode export --output_dir {args.output_dir} first")
+    return export_versions.resolve_export_dir(base)
+
+
+def find_eval_paths(args, params):
+    pattern = args.eval_data_path or params.get("eval_data_path")
+    if not pattern:
+        raise TFLiteSourceError("no eval data: pass --eval_data_path 'DIR/eval-*' (quoted)")
+    paths = sorted(tf.io.gfile.glob(pattern))
+    if not paths:
+        raise TFLiteSourceError(f"--eval_data_path={pattern} matches no files; "
+                                "pass the eval TFRecords, e.g. 'DIR/eval-*' (quoted)")
+    return paths
+
+
+def check_calibration_count(eval_paths, count):
+    if count < 1:
+        raise TFLiteSourceError(f"--calibration_images={count} must be 1 or more")
+    found = sum(1 for _ in tflite_check.read_eval_examples(eval_paths, count))
+    if found < count:
+        raise TFLiteSourceError(
+            f"the eval records hold {found} images, fewer than --calibration_images={count}; "
+            f"pass --calibration_images={found} or more eval data")
+
+
+def find_tflite_dir(args, export_dir, version):
+    if args.tflite_dir:
+        tflite_dir = args.tflite_dir
+    elif args.output_dir:
+        model = os.path.basename(os.path.dirname(export_dir.rstrip("/")))
+        tflite_dir = os.path.join(args.output_dir, TFLITE_SUBDIR, model, str(version))
+    else:
+        raise TFLiteSourceError("--export_dir without --output_dir needs --tflite_dir DIR")
+    if tf.io.gfile.exists(tflite_dir):
+        raise TFLiteSourceError(f"{tflite_dir} exists; remove it or pass another --tflite_dir")
+    return tflite_dir
+
+
+def plan(args):
+    """Plan of the parsed flags, every mistake refused before anything is written."""
+    if not (args.output_dir or args.export_dir):
+        raise TFLiteSourceError("pass --output_dir OUT (a trainer.task run) or --export_dir DIR")
+    params = read_run_params(args.output_dir) if args.output_dir else {}
+    export_dir, version = find_export(args, params)
+    eval_paths = find_eval_paths(args, params)
+    check_calibration_count(eval_paths, args.calibration_images)
+    tflite_dir = find_tflite_dir(args, export_dir, version)
+    return Plan(export_dir, eval_paths, tflite_dir, {"export_dir": export_dir, "version": version})
+
+
+def format_check(check, plan):
+    """The check as a small table, then where the models are."""
+    rows = [("model", "top-1 agreement", "accuracy"),
+            ("SavedModel", "-", f"{check['savedmodel_accuracy']:.4f}")]
+    rows += [(name, f"{check[name]['top1_agreement']:.2%}", f"{check[name]['accuracy']:.4f}")
+             for name in (tflite_files.FLOAT32_FILE, tflite_files.INT8_FILE)]
+    lines = [f"{a:<20}{b:>16}{c:>10}" for a, b, c in rows]
+    lines.append(f"tflite: {plan.tflite_dir} (export {plan.export_dir}, {check['images']} eval images; "
+                 f"float32 agreement goal {check['float32_agreement_goal']:.1%})")
+    return "\n".join(lines)
