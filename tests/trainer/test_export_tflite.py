@@ -1,7 +1,9 @@
 """python -m trainer.export_tflite on the session's tiny trained run (the Estimator engine's export
 in .venv, the Keras engine's in .venv-keras): the float32 model gives the export's numbers, the
 int8 model takes the integer input its metadata states, the metadata's preprocessing is the eval
-image path, and each mistake is one line, exit code 2, nothing written.
+image path, a copy of the run without its export converts its checkpoint (exported by the engine
+into a temporary directory, OUT/export left alone), and each mistake is one line, exit code 2,
+nothing written.
 
     .venv/bin/python -m pytest tests/trainer/test_export_tflite.py
     .venv-keras/bin/python -m pytest tests/trainer/test_export_tflite.py
@@ -10,6 +12,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -19,7 +22,9 @@ import tensorflow as tf
 
 from common import export_predictor, image_ops
 from tests.conftest import NUM_GOOD_IMAGES, make_jpeg_bytes
+from trainer import export_tflite
 from trainer.export import tflite, tflite_check, tflite_files, tflite_sources
+from trainer.run import checkpoints
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -122,7 +127,7 @@ def test_too_few_eval_images_is_one_line_exit_2_nothing_written(trained_run, tmp
 
 
 def flags(**values):
-    defaults = {"output_dir": None, "export_dir": None, "eval_data_path": None,
+    defaults = {"output_dir": None, "export_dir": None, "checkpoint": None, "eval_data_path": None,
                 "tflite_dir": None, "calibration_images": 4}
     return argparse.Namespace(**dict(defaults, **values))
 
@@ -137,8 +142,10 @@ def write_saved_model_without_the_contract(path):
 @pytest.mark.parametrize("case, message", [
     ("nothing", "pass --output_dir OUT (a trainer.task run) or --export_dir DIR"),
     ("not_a_run", "is not a training run (no params.json)"),
-    ("not_exported", "has no export under export/image_classifier (no checkpoint); run python -m "
-                     "trainer.task --mode export --output_dir"),
+    ("not_exported", "has no export under export/image_classifier and no checkpoint: train first "
+                     "(python -m trainer.task --output_dir"),
+    ("checkpoint_of_an_export", "--checkpoint=2 is a checkpoint of a run: pass its --output_dir OUT, "
+                                "without --export_dir"),
     ("no_eval_files", "--eval_data_path=/nowhere/eval-* matches no files"),
     ("zero_calibration", "--calibration_images=0 must be 1 or more"),
     ("export_without_tflite_dir", "--export_dir without --output_dir needs --tflite_dir DIR"),
@@ -157,16 +164,18 @@ def test_each_mistake_is_named_before_anything_is_written(case, message, trained
         "zero_calibration": flags(output_dir=str(output_dir), calibration_images=0),
         "export_without_tflite_dir": flags(export_dir=str(export_dir),
                                            eval_data_path=f"{data_dir}/eval-*"),
+        "checkpoint_of_an_export": flags(export_dir=str(export_dir), checkpoint="2",
+                                         tflite_dir=str(run / "models")),
         "tflite_dir_exists": flags(output_dir=str(output_dir), tflite_dir=str(run)),
     }[case]
     with pytest.raises(tflite_sources.TFLiteSourceError, match=re.escape(message)):
-        tflite_sources.plan(given)
+        tflite_sources.plan(given, export_tflite.find_checkpoint)
     assert sorted(os.listdir(run)) == (["params.json"] if case == "not_exported" else [])
 
 
 def test_a_runs_models_go_to_its_tflite_folder_by_export_version(trained_run):
     output_dir, export_dir, _ = trained_run
-    plan = tflite_sources.plan(flags(output_dir=str(output_dir)))
+    plan = tflite_sources.plan(flags(output_dir=str(output_dir)), export_tflite.find_checkpoint)
     assert plan.export_dir == str(export_dir)
     assert plan.tflite_dir == os.path.join(str(output_dir), "tflite", "image_classifier",
                                            os.path.basename(str(export_dir)))
@@ -186,3 +195,94 @@ def test_a_float32_model_below_the_agreement_goal_is_said(agreement, expected):
     said = tflite_check.shortfall({tflite_files.FLOAT32_FILE: {"top1_agreement": agreement}},
                                   tflite_files.FLOAT32_FILE)
     assert said == expected or said.startswith(expected)
+
+
+@pytest.fixture(scope="module")
+def unexported_run(trained_run, tmp_path_factory):
+    """A copy of the tiny run without its export: its checkpoints, params.json, eval records."""
+    output_dir, _, _ = trained_run
+    copy = tmp_path_factory.mktemp("unexported") / "out"
+    shutil.copytree(output_dir, copy, ignore=shutil.ignore_patterns("export", "best_export", "tflite"))
+    return copy
+
+
+def listing(directory):
+    """{relative path: (size, mtime)} of every file under directory."""
+    return {os.path.relpath(os.path.join(root, name), directory):
+            (os.path.getsize(os.path.join(root, name)), os.path.getmtime(os.path.join(root, name)))
+            for root, _, names in os.walk(directory) for name in names}
+
+
+def test_a_run_without_an_export_converts_its_latest_checkpoint(unexported_run, trained_run):
+    """The engine exports the checkpoint into a temporary directory: the run gains its tflite/
+    folder and nothing else (no export/ version TF Serving would start serving), and the
+    float32 model gives the run's own export's probabilities."""
+    _, export_dir, _ = trained_run
+    before = listing(unexported_run)
+    prefix, step = checkpoints.latest_checkpoint(str(unexported_run))
+    result = run_command("--output_dir", unexported_run, "--calibration_images", 4)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr == ""
+    tflite_dir = unexported_run / "tflite" / "image_classifier" / str(step)
+    assert {k: v for k, v in listing(unexported_run).items() if not k.startswith("tflite/")} == before
+    assert result.stdout.splitlines()[-1].startswith(
+        f"tflite: {tflite_dir} (checkpoint {prefix}, exported to a temporary SavedModel, ")
+    check = read_json(tflite_dir / tflite_files.CHECK_FILE)
+    assert check[tflite_files.FLOAT32_FILE]["top1_agreement"] >= 0.995
+    metadata = read_json(tflite_dir / tflite_files.METADATA_FILE)
+    assert (metadata["checkpoint"], metadata["step"]) == (prefix, step)
+    assert "export_dir" not in metadata
+    jpegs = [make_jpeg_bytes(seed, size=20 + seed) for seed in range(4)]
+    expected = export_predictor.predict_probabilities(export_predictor.load_export(str(export_dir)), jpegs)
+    interpreter = tflite_check.make_interpreter((tflite_dir / tflite_files.FLOAT32_FILE).read_bytes())
+    actual = tflite_check.run_interpreter(interpreter, tflite_check.preprocess(jpegs, 16))
+    np.testing.assert_allclose(actual, expected, atol=1e-5)
+
+
+def test_a_checkpoint_the_run_does_not_hold_is_one_line_exit_2_nothing_written(
+        unexported_run, tmp_path, capsys):
+    steps = ", ".join(str(step) for step, _ in checkpoints.list_checkpoints(str(unexported_run)))
+    with pytest.raises(SystemExit) as exited:
+        export_tflite.main(["--output_dir", str(unexported_run), "--checkpoint", "99",
+                            "--tflite_dir", str(tmp_path / "models")])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: --checkpoint=99: {unexported_run} has no checkpoint of step 99 (its steps: {steps}); "
+        f"pass one of them, or latest"]
+    assert os.listdir(tmp_path) == []
+
+
+def copy_checkpoint(run, step, to):
+    """to/ holding run's checkpoint of step and nothing else; its prefix."""
+    to.mkdir()
+    for path in run.glob(f"model.ckpt-{step}.*"):
+        shutil.copy(path, to / path.name)
+    return str(to / f"model.ckpt-{step}")
+
+
+@pytest.mark.parametrize("damage, wanted, message", [
+    (None, "model.ckpt-{step}", None),
+    (None, "{prefix}", None),
+    (None, "/elsewhere/model.ckpt-{step}", "--checkpoint=/elsewhere/model.ckpt-{step} is not a "
+                                           "checkpoint of {run}: pass a step"),
+    ("cut_data", "{step}", "checkpoint {prefix} (step {step}) is damaged: "),
+    ("no_index", "{step}", "checkpoint {prefix} (step {step}) is damaged: model.ckpt-{step}.index "
+                           "is missing (its data is here); pass another --checkpoint (steps: none)"),
+    ("cut_data", None, "checkpoint {prefix} (step {step}) is damaged: "),
+])
+def test_the_checkpoint_is_found_and_checked_before_use(damage, wanted, message, unexported_run, tmp_path):
+    _, step = checkpoints.latest_checkpoint(str(unexported_run))
+    run = tmp_path / "run"
+    prefix = copy_checkpoint(unexported_run, step, run)
+    if damage == "cut_data":
+        data = next(run.glob("*.data-*"))
+        data.write_bytes(data.read_bytes()[:8])
+    elif damage == "no_index":
+        (run / f"model.ckpt-{step}.index").unlink()
+    fill = {"step": step, "prefix": prefix, "run": run}
+    wanted = wanted and wanted.format(**fill)
+    if message is None:
+        assert export_tflite.find_checkpoint(str(run), wanted) == (prefix, step)
+        return
+    with pytest.raises(checkpoints.CheckpointError, match="^" + re.escape(message.format(**fill))):
+        export_tflite.find_checkpoint(str(run), wanted)

@@ -3,7 +3,7 @@
     TFLITE_DIR/model.tflite          float32 [batch, S, S, 3] in -> float32 probabilities [batch, C]
     TFLITE_DIR/model_int8.tflite     int8 in -> int8 probabilities (full-integer quantization)
     TFLITE_DIR/tflite_metadata.json  the image preprocessing the models need, each model's input
-                                     and output dtype and quantization, the labels, the source export
+                                     and output dtype and quantization, the labels, the source export or checkpoint
     TFLITE_DIR/tflite_check.json     top-1 agreement with the export and accuracy on eval records
 
 The directory appears whole or not at all: it is written as TFLITE_DIR.staging, then renamed.
@@ -45,7 +45,8 @@ def model_metadata(content):
 
 
 def build_metadata(cut, models, source):
-    """tflite_metadata.json's content. source: {export_dir, version, calibration}."""
+    """tflite_metadata.json's content. source: {export_dir, version} or {checkpoint, step,
+    engine}, and calibration."""
     return {
         "preprocessing": image_ops.describe_eval_preprocessing(cut.image_size),
         "models": {name: model_metadata(content) for name, content in models.items()},
