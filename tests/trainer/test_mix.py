@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.engines import needs_estimator
+from tests.trainer.conftest import TINY_FLAGS, as_argv
 from trainer.data import input as input_lib, mix
 from trainer.objective import loss as loss_lib, metrics
 
@@ -139,3 +141,19 @@ def test_evaluation_ignores_the_augmentation(write_tfrecord_dataset):
     (augmented, labels), = make(input_params(**ALL_ON)).take(1)
     assert labels.dtype == tf.int32 and np.array_equal(labels, plain_labels)
     assert np.array_equal(augmented["image"], plain["image"])
+
+
+@pytest.mark.parametrize("engine", [pytest.param("estimator", marks=needs_estimator), "keras"])
+def test_a_run_trains_with_every_augmentation_and_resumes_with_another(tiny_dataset, tmp_path, engine):
+    """Through the trainer: mixed soft labels reach the engine's loss and the run finishes; a
+    changed augmentation on its checkpoints is not a change of what the run is (the table marks
+    none of these settings identity), so resuming with it is allowed, as with --min_crop_area."""
+    from trainer import chain, task
+    argv = as_argv(dict(TINY_FLAGS, train_data_path=f"{tiny_dataset}/train-*", mode="train",
+                        eval_data_path=f"{tiny_dataset}/eval-*", output_dir=tmp_path / "out",
+                        engine=engine, label_smoothing="0.1",
+                        **{key: str(value) for key, value in ALL_ON.items()}))
+    task.main(argv)
+    assert tf.train.latest_checkpoint(str(tmp_path / "out")).endswith("-4")
+    resumed = chain.parse_params(argv + ["--augment=autoaugment", "--mixup_alpha=0", "--train_steps=6"])
+    assert (resumed["augment"], resumed["mixup_alpha"], resumed["cutmix_alpha"]) == ("autoaugment", 0.0, 1.0)
