@@ -15,7 +15,15 @@ import tensorflow as tf
 # the AutoAugment paper's code and timm do (the reference's transforms reflect the image there).
 FILL = 128
 # PIL's SMOOTH filter, the blur Sharpness blends away from.
+# Why select(mask, a, b) below is b + mask * (a - b) in uint8 (exact: the arithmetic wraps
+# modulo 256) and not tf.where: SelectV2 on an image cost about 1 ms per 224-pixel image, as
+# much as decoding it, and the arithmetic a quarter of that (bench/bench_input.py's photos).
 SMOOTH_KERNEL = ((1.0, 1.0, 1.0), (1.0, 5.0, 1.0), (1.0, 1.0, 1.0))
+
+
+def select(mask, image1, image2):
+    """image1 where mask (bool, broadcast to the image), else image2; uint8 images."""
+    return image2 + tf.cast(mask, tf.uint8) * (image1 - image2)
 
 
 def blend(image1, image2, factor):
@@ -37,14 +45,18 @@ def posterize(image, bits):
 
 
 def solarize(image, threshold):
-    """Inverts every value at or above threshold (int 0..256; 256 changes nothing)."""
-    return tf.where(tf.cast(image, tf.int32) < threshold, image, 255 - image)
+    """Inverts every value at or above threshold (a Python int 0..256; 256 changes nothing).
+    Compared in uint8, without a cast of the image (the cast cost as much as the op)."""
+    if threshold > 255:
+        return image
+    return select(image >= tf.constant(threshold, tf.uint8), 255 - image, image)
 
 
 def solarize_add(image, addition, threshold=128):
-    """Adds `addition` (clipped to [0, 255]) to every value below threshold."""
-    added = tf.clip_by_value(tf.cast(image, tf.int32) + addition, 0, 255)
-    return tf.where(tf.cast(image, tf.int32) < threshold, tf.cast(added, tf.uint8), image)
+    """Adds `addition` (a Python int 0..255), saturating at 255, to every value below threshold.
+    min(x, 255 - a) + a is that sum in uint8, without a cast of the image."""
+    added = tf.minimum(image, tf.constant(255 - addition, tf.uint8)) + tf.constant(addition, tf.uint8)
+    return select(image < tf.constant(threshold, tf.uint8), added, image)
 
 
 def grayscale(image):
@@ -78,7 +90,7 @@ def sharpness(image, factor):
                                     [1, 1, 1, 1], padding="VALID")[0]
     smooth = tf.cast(tf.clip_by_value(smooth, 0.0, 255.0), tf.uint8)
     inner = tf.pad(tf.ones_like(smooth, tf.bool), [[1, 1], [1, 1], [0, 0]])
-    return blend(tf.where(inner, tf.pad(smooth, [[1, 1], [1, 1], [0, 0]]), image), image, factor)
+    return blend(select(inner, tf.pad(smooth, [[1, 1], [1, 1], [0, 0]]), image), image, factor)
 
 
 def autocontrast(image):
@@ -87,9 +99,10 @@ def autocontrast(image):
     values = tf.cast(image, tf.float32)
     low = tf.reduce_min(values, axis=[0, 1])
     high = tf.reduce_max(values, axis=[0, 1])
-    scale = 255.0 / tf.maximum(high - low, 1.0)
-    stretched = tf.cast(tf.clip_by_value((values - low) * scale, 0.0, 255.0), tf.uint8)
-    return tf.where(high > low, stretched, image)
+    is_flat = high <= low  # such a channel: offset 0, scale 1, so its values stay
+    scale = tf.where(is_flat, 1.0, 255.0 / tf.maximum(high - low, 1.0))
+    low = tf.where(is_flat, 0.0, low)
+    return tf.cast(tf.clip_by_value((values - low) * scale, 0.0, 255.0), tf.uint8)
 
 
 def equalize_channel(channel):
@@ -100,7 +113,8 @@ def equalize_channel(channel):
     step = (tf.reduce_sum(histogram) - tf.gather(histogram, tf.reduce_max(values))) // 255
     lut = (tf.cumsum(histogram) + step // 2) // tf.maximum(step, 1)
     lut = tf.clip_by_value(tf.concat([[0], lut[:-1]], 0), 0, 255)
-    return tf.cast(tf.where(step > 0, tf.gather(lut, values), values), tf.uint8)
+    lut = tf.where(step > 0, lut, tf.range(256))  # step 0: PIL leaves the channel as it is
+    return tf.gather(tf.cast(lut, tf.uint8), values)
 
 
 def equalize(image):
@@ -157,4 +171,4 @@ def cutout(image, half_size, center):
     cols = tf.range(tf.shape(image)[1])[tf.newaxis, :]
     inside = ((rows >= center[0] - half_size) & (rows < center[0] + half_size)
               & (cols >= center[1] - half_size) & (cols < center[1] + half_size))
-    return tf.where(inside[:, :, tf.newaxis], tf.constant(FILL, image.dtype), image)
+    return select(inside[:, :, tf.newaxis], tf.constant(FILL, image.dtype), image)
