@@ -18,7 +18,8 @@ shared, so only same-round ratios mean anything), it times:
   naive      TRAIN's exact preprocessing, but sequential reads, a serial map
              and no prefetch.
 
-Goal: train >= 0.90 x raw. Prints median images/second, the median of the
+Goal: train >= 0.90 x raw. On photos, one more row, train_randaugment: TRAIN with
+--augment randaugment (trainer/data/augment.py), goal >= 0.70 x raw (issue 35). Prints median images/second, the median of the
 per-round ratios, and CPU microseconds per image (all threads), which is the
 steadier comparison when other jobs share the cores.
 """
@@ -156,6 +157,31 @@ def make_pipelines(file_pattern, jpegs, image_size):
     }
 
 
+def add_randaugment_pipeline(datasets, file_pattern, image_size):
+    """datasets plus "train_randaugment": TRAIN with --augment randaugment (the table's
+    num_ops and magnitude), the other input settings as make_pipelines sets them."""
+    params = dict({k: table.DEFAULTS[k] for k in (
+        "min_crop_area", "random_flip", "shuffle_buffer", "transpose_input", "use_bfloat16",
+        "cache_dataset", "randaugment_num_ops", "randaugment_magnitude")},
+        augment="randaugment", batch_size=BATCH_SIZE, image_size=image_size, num_classes=10)
+    train_fn = input_lib.make_input_fn(file_pattern, tf.estimator.ModeKeys.TRAIN)
+    return dict(datasets, train_randaugment=train_fn(params))
+
+
+RANDAUGMENT_GOAL = 0.70  # x raw decode+resize, on photos
+
+
+def report_randaugment(results):
+    """One line: train_randaugment against raw, by images/s and by CPU per image."""
+    rates = {name: [r for r, _ in results[name]] for name in ("raw", "train_randaugment")}
+    cpu = {name: [c for _, c in results[name]] for name in ("raw", "train_randaugment")}
+    wall = median_ratio(rates["train_randaugment"], rates["raw"])
+    by_cpu = median_ratio(cpu["raw"], cpu["train_randaugment"])
+    print(f"  train_randaugment vs raw: {wall:.2f} by images/s, {by_cpu:.2f} by CPU per image "
+          f"(goal >= {RANDAUGMENT_GOAL:.2f}): {'MET' if min(wall, by_cpu) >= RANDAUGMENT_GOAL else 'NOT MET'}")
+    return wall, by_cpu
+
+
 def measure(datasets, rounds, seconds):
     """Alternating rounds; returns {name: [(images/s, cpu us/image) per round]}."""
     results = {name: [] for name in datasets}
@@ -202,8 +228,12 @@ def run(argv=None):
                 ("photos", make_photo_jpegs(args.photos), 224)):
             pattern = write_records(directory, name, examples)
             datasets = make_pipelines(pattern, [jpeg for jpeg, _ in examples], image_size)
-            results[name] = report(f"{name}: {len(examples)} JPEGs -> {image_size}x{image_size}",
-                                   measure(datasets, args.rounds, args.seconds))
+            if name == "photos":
+                datasets = add_randaugment_pipeline(datasets, pattern, image_size)
+            measured = measure(datasets, args.rounds, args.seconds)
+            results[name] = report(f"{name}: {len(examples)} JPEGs -> {image_size}x{image_size}", measured)
+            if name == "photos":
+                results["photos_randaugment"] = report_randaugment(measured)
     return results
 
 

@@ -45,6 +45,15 @@ def files_under(path):
                               "train_steps?"),
     (["--train_data_path", "{data}"], None, "train_data_path='{data}' is a directory: did you mean "
                                             "'{data}/train-*'?"),
+    (["--augment", "randaugmnt"], None, "augment='randaugmnt' (flag --augment) must be one of "
+                                        "['none', 'randaugment', 'autoaugment']; did you mean randaugment?"),
+    (["--augment", "randaugment", "--randaugment_magnitude", "11"], None,
+     "randaugment_magnitude=11.0 (flag --randaugment_magnitude) must be in [0, 10]"),
+    (["--randaugment_magnitude", "5"], None, "randaugment_magnitude=5.0 (flag --randaugment_magnitude) is "
+                                             "only read by --augment randaugment, not augment='none' (default)"),
+    (["--mixup_alpha", "0.8", "--mixup_switch_prob", "0.3"], None,
+     "mixup_switch_prob=0.3 (flag --mixup_switch_prob) chooses between mixup and CutMix, and needs both "
+     "--mixup_alpha and --cutmix_alpha above 0"),
 ])
 def test_a_bad_setting_is_one_line_and_nothing_is_written(tiny_dataset, tmp_path, extra, config_text,
                                                           expected):
@@ -60,6 +69,32 @@ def test_a_bad_setting_is_one_line_and_nothing_is_written(tiny_dataset, tmp_path
     assert len(lines) == 1, lines
     assert expected.format(d=tmp_path, data=tiny_dataset) in lines[0]
     assert not out.exists(), files_under(out)
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    ({"augment": "randaugment", "randaugment_num_ops": 0}, "randaugment_num_ops=0 (flag) must be in [1, 10]"),
+    ({"random_erasing": 1.5}, "random_erasing=1.5 (flag) must be in [0, 1]"),
+    ({"mixup_alpha": -0.2}, "mixup_alpha=-0.2 (flag) must be >= 0"),
+    ({"cutmix_alpha": math.inf}, "cutmix_alpha=inf (flag) is not a finite number"),
+    ({"mixup_switch_prob": 1.5}, "mixup_switch_prob=1.5 (flag) must be in [0, 1]"),
+    ({"randaugment_num_ops": 3}, "randaugment_num_ops=3 (flag) is only read by --augment randaugment"),
+    ({"cutmix_alpha": 1.0, "mixup_switch_prob": 0.2}, "mixup_switch_prob=0.2 (flag) chooses between"),
+])
+def test_augmentation_values_are_held_to_their_rules(overrides, expected):
+    """The rest of the augmentation rules, in-process (the command's refusal is the same path,
+    tested above for a few)."""
+    params = dict(table.DEFAULTS, output_dir="/tmp/o", **overrides)
+    with pytest.raises(checks.ConfigError) as err:
+        checks.check_params(params, dict.fromkeys(overrides, "flag"))
+    assert expected in str(err.value)
+
+
+def test_label_smoothing_composes_with_every_mixing_setting():
+    """The rule decided: smoothing is applied once, in the loss, to the mixed target (timm's
+    order, tests/trainer/test_mix.py), so no value of either is refused with the other."""
+    params = dict(table.DEFAULTS, output_dir="/tmp/o", label_smoothing=0.9, mixup_alpha=0.8,
+                  cutmix_alpha=1.0, mixup_switch_prob=1.0)
+    assert checks.check_params(params, {}) is None
 
 
 def test_a_bad_value_in_a_saved_run_is_named_and_the_run_left_as_it_was(tiny_argv, tiny_params, tmp_path):

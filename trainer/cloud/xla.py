@@ -18,6 +18,7 @@ import tensorflow as tf
 from common import console
 from common.user_errors import UserError
 from trainer import chain
+from trainer.data import mix
 from trainer.settings import checks, flags, table
 
 # A call of a loaded function (a TF Hub backbone's SavedModel) declares the shapes it was
@@ -57,9 +58,13 @@ def make_batch(params, batch_size, seed=0, transpose=False):
     rng = np.random.default_rng(seed)
     size = params["image_size"]
     images = rng.uniform(-1.0, 1.0, [batch_size, size, size, 3]).astype(np.float32)
+    labels = rng.integers(0, params["num_classes"], [batch_size]).astype(np.int32)
+    if mix.is_mixing(params):  # mixup/CutMix: float32 [B, C] shares, as the input sends them
+        one_hot = np.eye(params["num_classes"], dtype=np.float32)[labels]
+        lam = rng.uniform(0.0, 1.0, [batch_size, 1]).astype(np.float32)
+        labels = lam * one_hot + (1.0 - lam) * one_hot[::-1]
     if transpose:
         images = images.transpose([1, 2, 3, 0])  # [S, S, 3, B]
-    labels = rng.integers(0, params["num_classes"], [batch_size]).astype(np.int32)
     return images, labels, np.ones([batch_size], np.float32)
 
 

@@ -7,7 +7,8 @@ input_fn yields (features, labels), every shape static:
   features["image"]   float32 [B, S, S, 3], or [S, S, 3, B] if transpose_input;
                       bfloat16 if use_bfloat16. Values in [-1, 1] (image_ops).
   features["weight"]  float32 [B]: 1.0 for a real example, 0.0 for eval padding.
-  labels              int32 [B], 0-based (common/record_schema.py).
+  labels              int32 [B], 0-based (common/record_schema.py); in training with mixup or
+                      CutMix on, float32 [B, C] label shares, each row summing to 1 (mix.py).
 B is params["batch_size"]: the per-replica batch, which TPUEstimator (PER_HOST_V2) and the
 Keras engine (trainer/keras/input_context.py) both pass; one replica's is the global batch.
 
@@ -28,6 +29,9 @@ params keys read here (defaults live in trainer/settings/table.py, nowhere else)
                    model_fn transposes them back with tf.transpose(x, [3, 0, 1, 2]).
   use_bfloat16     bool: cast images to bfloat16 (TPU only).
   cache_dataset    bool: cache the serialized records in memory after the first pass.
+  augment, randaugment_num_ops, randaugment_magnitude, random_erasing, mixup_alpha,
+  cutmix_alpha, mixup_switch_prob: the training augmentation (augment.py, mix.py);
+                   the table's defaults (all off) where params lack them.
 The training stream's seed is an argument, not a params key: each engine derives it from
 --seed and the step the stream starts at (train_seed).
 """
@@ -40,6 +44,7 @@ import sys
 import tensorflow as tf
 
 from common import dataset_files, image_ops, record_schema
+from trainer.data import augment, mix
 from trainer.settings import checks
 
 # The modes input_fn serves: the values of tf.estimator.ModeKeys, which the Estimator engine
@@ -91,6 +96,8 @@ def first_line(message):
 
 # The settings input_fn reads; their rules are the table's (trainer/settings/table.py).
 INPUT_SETTINGS = ("image_size", "num_classes", "min_crop_area", "shuffle_buffer")
+AUGMENT_SETTINGS = ("augment", "randaugment_num_ops", "randaugment_magnitude", "random_erasing",
+                    "mixup_alpha", "cutmix_alpha", "mixup_switch_prob")
 
 
 def validate_params(params):
@@ -100,10 +107,11 @@ def validate_params(params):
         raise ValueError(f"batch_size={params['batch_size']} must be a positive integer")
     if int(params["num_classes"]) <= 0:
         raise ValueError(f"num_classes={params['num_classes']}: the class count is not known yet")
-    for key in INPUT_SETTINGS:
-        problem = checks.value_problem(key, params[key])
+    for key in INPUT_SETTINGS + AUGMENT_SETTINGS:
+        value = augment.setting(params, key)
+        problem = checks.value_problem(key, value)
         if problem:
-            raise ValueError(f"{key}={params[key]!r} {problem}")
+            raise ValueError(f"{key}={value!r} {problem}")
 
 
 def input_shard(params):
@@ -245,7 +253,8 @@ def make_train_dataset(files, params, file_pattern="", seed=None):
 
 
 def _make_train_batch_fn(params, file_pattern):
-    """[B] (record, path, index) triples -> ({"image": [B, S, S, 3], "weight": [B]}, [B] int32 labels)."""
+    """[B] (record, path, index) triples -> ({"image": [B, S, S, 3], "weight": [B]}, labels):
+    int32 [B], or float32 [B, C] shares when mixup/CutMix mix them (trainer/data/mix.py)."""
     image_size = int(params["image_size"])
 
     def train_batch(sources, seed):
@@ -263,9 +272,16 @@ def _make_train_batch_fn(params, file_pattern):
                                                     crop_seed)
         images = image_ops.decode_crop_and_resize_batch(image_bytes, windows, image_size,
                                                         DECODE_PARALLELISM)
+        # The augmentation's own seeds, folded from the batch's: crops and flips stay as without it.
+        policy_seed, erase_seed, mix_seed = image_ops.stateless_seeds(
+            tf.random.experimental.stateless_fold_in(seed, 1), 3)
+        images = augment.apply_policy(images, params, policy_seed, DECODE_PARALLELISM)
         images = image_ops.flip_and_normalize_batch(images, bool(params["random_flip"]), flip_seed)
+        images = augment.erase(images, float(augment.setting(params, "random_erasing")), erase_seed)
         labels = checked_labels(parsed[record_schema.LABEL], params, file_pattern)
-        return {"image": images, "weight": tf.ones_like(labels, tf.float32)}, labels
+        weights = tf.ones_like(labels, tf.float32)
+        images, labels = mix.mix_batch(images, labels, params, mix_seed)
+        return {"image": images, "weight": weights}, labels
     return train_batch
 
 

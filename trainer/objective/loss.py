@@ -12,9 +12,15 @@ import tensorflow as tf
 
 
 def per_example_cross_entropy(labels, logits, num_classes, label_smoothing=0.0):
-    """float32 [B]. With label_smoothing s the target puts 1 - s + s/C on the label and s/C
-    elsewhere; without, the sparse form (no [B, C] one-hot tensor)."""
+    """float32 [B]. labels: int [B] class ids, or float32 [B, C] shares (mixup/CutMix's,
+    trainer/data/mix.py). With label_smoothing s the target is (1 - s) x the one-hot or the
+    shares, plus s/C everywhere: for shares, the same as timm's smoothing of each one-hot
+    before mixing, since mixing is linear. Int labels without smoothing take the sparse form
+    (no [B, C] one-hot tensor)."""
     logits = tf.cast(logits, tf.float32)
+    if labels.shape.rank == 2:
+        return tf.nn.softmax_cross_entropy_with_logits(
+            labels * (1.0 - label_smoothing) + label_smoothing / num_classes, logits)
     if label_smoothing:
         targets = tf.one_hot(labels, num_classes) * (1.0 - label_smoothing) + label_smoothing / num_classes
         return tf.nn.softmax_cross_entropy_with_logits(targets, logits)

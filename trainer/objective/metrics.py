@@ -31,7 +31,10 @@ def top_k_name(k):
 
 
 def batch_accuracy(labels, logits, weights):
-    """Weighted accuracy of one batch (a scalar for TensorBoard's train_accuracy)."""
+    """Weighted accuracy of one batch (a scalar for TensorBoard's train_accuracy). Soft labels
+    (float32 [B, C], a mixed training batch) count as their largest share's class."""
+    if labels.shape.rank == 2:
+        labels = tf.argmax(labels, axis=1, output_type=tf.int32)
     correct = tf.cast(tf.equal(tf.argmax(logits, axis=1, output_type=tf.int32),
                                tf.cast(labels, tf.int32)), tf.float32)
     return tf.reduce_sum(correct * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)

@@ -77,8 +77,16 @@ def value_problem(name, value):
         if isinstance(item, float) and not math.isfinite(item):
             return f"is not a finite number: {setting.describe_allowed()}"
         if setting.allowed and not setting.allowed.allows(item):
-            return setting.describe_allowed()
+            return setting.describe_allowed() + closest_choice(setting.allowed, item)
     return None
+
+
+def closest_choice(rule, value):
+    """'; did you mean NAME?' for a misspelt name of a OneOf rule, else ''."""
+    if not isinstance(rule, table.OneOf) or not isinstance(value, str):
+        return ""
+    close = difflib.get_close_matches(value, [str(choice) for choice in rule.choices], n=1)
+    return f"; did you mean {close[0]}?" if close else ""
 
 
 def check_params(params, sources):
@@ -118,6 +126,7 @@ def relation_problems(params, sources):
         problems += [f"{named(key)} must be divisible by {named('num_cores')}: each TPU core gets an "
                      f"equal share" for key in ("train_batch_size", "eval_batch_size", "predict_batch_size")
                      if params[key] % params["num_cores"]]
+    problems += augmentation_problems(params, named)
     if network is None:
         return problems
     problems += [f"{named(key)} needs a network with a backbone, not {named('model')} (one of "
@@ -131,4 +140,20 @@ def relation_problems(params, sources):
     if params["image_size"] < network.min_image_size:
         problems.append(f"{named('image_size')} is too small for model={model!r} "
                         f"(at least {network.min_image_size})")
+    return problems
+
+
+def augmentation_problems(params, named):
+    """Augmentation settings that would do nothing: RandAugment's without it, and a switch
+    between mixup and CutMix without both. Label smoothing composes with mixup and CutMix at
+    every value: it is applied once, in the loss, to the mixed target, which equals timm's
+    smoothing of each one-hot before mixing (trainer/objective/loss.py)."""
+    problems = [f"{named(key)} is only read by --augment randaugment, not {named('augment')}"
+                for key in ("randaugment_num_ops", "randaugment_magnitude")
+                if params[key] != table.DEFAULTS[key] and params["augment"] != "randaugment"]
+    switch = "mixup_switch_prob"
+    if params[switch] != table.DEFAULTS[switch] and not (params["mixup_alpha"] and params["cutmix_alpha"]):
+        problems.append(f"{named(switch)} chooses between mixup and CutMix, and needs both "
+                        f"--mixup_alpha and --cutmix_alpha above 0 ({named('mixup_alpha')}, "
+                        f"{named('cutmix_alpha')})")
     return problems

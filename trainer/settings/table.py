@@ -150,6 +150,7 @@ NETWORKS = {
     # A TF Hub module takes the momentum as an argument when its __call__ has one (hub_backbone.py).
     "hub": Network(("hub_module",) + BACKBONE_OPTIONS + ("batch_norm_momentum",), has_backbone=True),
 }
+AUGMENT_POLICIES = ("none", "randaugment", "autoaugment")  # trainer/data/augment.py
 ENGINES = ("estimator", "keras")  # trainer/estimator/, trainer/keras/ (docs/migration.md)
 MODES = ("train_and_eval", "evaluate", "export", "predict", "train", "continuous_eval")
 TRAIN_MODES = ("train_and_eval", "train")  # modes that read the train split
@@ -240,6 +241,28 @@ GROUPS = (
           Interval("(0, 1]"), reason="light augmentation; the reference ResNet uses 0.08 for photos"),
         S("shuffle_buffer", 2048, "records in the training shuffle buffer", POSITIVE,
           reason="larger than the demo train split, so it shuffles it fully"),
+    )),
+    ("Augmentation: training input only, off by default (trainer/data/augment.py, trainer/data/mix.py)", (
+        S("augment", "none", "none; randaugment (--randaugment_num_ops random ops of one magnitude per "
+          "image); autoaugment (the ImageNet policy, v0 of the AutoAugment paper)",
+          OneOf(AUGMENT_POLICIES),
+          reason="off: the demo digits lose their meaning under inversion and solarizing; on for photos"),
+        S("randaugment_num_ops", 2, "randaugment: ops applied in turn to each image (N in the paper)",
+          Interval("[1, 10]"), reason="Model Garden's and timm's 2"),
+        S("randaugment_magnitude", 9.0, "randaugment: the strength of every op, 0 (none) to 10 (rotate "
+          "30 degrees, shear 0.3, translate 45% of the image)", Interval("[0, 10]"),
+          reason="timm's rand-m9 recipes; Model Garden's config uses the maximum, 10"),
+        S("random_erasing", 0.0, "chance that a training image gets one random rectangle (2%-33% of "
+          "its area) replaced by noise", Interval("[0, 1]"),
+          reason="timm's --reprob and Model Garden's; 0.25 in their recipes"),
+        S("mixup_alpha", 0.0, "0 = off; else each training image is blended with another of its batch, "
+          "the share lambda ~ Beta(alpha, alpha), and their labels in the same shares",
+          NON_NEGATIVE, reason="0.8 in timm's and Model Garden's recipes"),
+        S("cutmix_alpha", 0.0, "0 = off; else a box of another image of the batch is pasted in, "
+          "labels shared by area, lambda ~ Beta(alpha, alpha)", NON_NEGATIVE,
+          reason="1.0 in timm's and Model Garden's recipes"),
+        S("mixup_switch_prob", 0.5, "with both --mixup_alpha and --cutmix_alpha: the chance a batch "
+          "gets CutMix instead of mixup", Interval("[0, 1]"), reason="timm's --mixup-switch-prob"),
     )),
     ("Optimisation", (
         S("train_batch_size", 64, "global training batch", POSITIVE, reason="TPU users raise it (1024 on a v3-8)"),
