@@ -79,8 +79,9 @@ class OutputLock:
         if directory.startswith("gs://"):
             return self.hold_gcs(directory, place, wait)
         if "://" in directory:
-            if self.no_lock_warning(directory):
-                _LOGGER.warning(self.no_lock_warning(directory))
+            warning = self.no_lock_warning(directory)
+            if warning:
+                _LOGGER.warning(warning)
             return contextlib.nullcontext()
         path = os.path.join(directory or ".", self.lock_file)
         return self.hold_local(path, place, wait)
