@@ -1,16 +1,19 @@
-"""One run at a time per output place: a lock taken before anything is written, held to the end.
+"""Every lock of every stage: one run at a time per place, a lock taken before anything is written.
 
-Locally it is an flock(2) on DIR/NAME (created if absent) with its holder written in it
-(pid, host, start time): the kernel drops it when the process ends, kill -9 included, so a
-crashed run never blocks the next one. On gs:// it is the object DIR/NAME created only if
-absent (ifGenerationMatch=0, which GCS decides atomically) and deleted when the run ends; a
-run killed before it could delete it leaves it behind, so the busy message says to delete
-it when that run is gone. Any other scheme: a warning, and no lock. A second run is refused
-at once with one line naming the place, the run that holds it and the fix.
-
-Who uses it: preprocessing (preprocess/output_dir.py, OUT/preprocess.lock), both
-batch-prediction routes (common/prediction_records.py hold_prefix) and the trainer's local
-lock (trainer/run/output_lock.py, which keeps its renewed lease on gs://).
+THE lock module: preprocessing (preprocess/output_dir.py, OUT/preprocess.lock), both
+batch-prediction routes (common/prediction_records.py hold_prefix, PREFIX.lock), the
+trainer's run directory (trainer/run/output_lock.py, OUT/trainer.lock) and its evaluation
+records (trainer/run/evaluations.py, OUT/eval_results.lock) all take theirs through
+OutputLock.hold. One rule for all, so that a killed run never blocks the next one for long:
+  * locally an flock(2) on DIR/NAME (created if absent) with its holder written in it (pid,
+    host, start time): the kernel drops it when the process ends, kill -9 included;
+  * on gs://, which has no flock, a lease on the object DIR/NAME (common/gcs_lease.py): created
+    only if absent, renewed by a heartbeat thread while held, deleted at the end; a killed
+    run's lease expires (gcs_lease.LEASE_SECONDS) and the next run takes it over, saying so
+    in one line ("took over the lock on gs://... left by <holder> (lease expired 2 min ago)");
+  * any other scheme: a warning, and no lock.
+A second run is refused at once with one line naming the place, the run that holds it and
+the fix; with wait=True (the evaluation records, held for seconds) it waits instead.
 
     .venv/bin/python -m common.output_lock DIR NAME      # who holds DIR/NAME, if anyone
 """
@@ -18,12 +21,11 @@ import contextlib
 import dataclasses
 import datetime
 import fcntl
-import json
 import logging
 import os
 import socket
 
-from common import gcs_probe
+from common import gcs_lease
 from common.user_errors import UserError
 
 _LOGGER = logging.getLogger(__name__)
@@ -35,6 +37,9 @@ class OutputBusy(UserError):
 
 class NotAFolder(UserError):
     """The folder a lock belongs in is a file, or lies below one."""
+
+
+LeaseStoreError = gcs_lease.LeaseStoreError  # GCS cannot hold a gs:// lock: no credentials, no bucket
 
 
 def describe_this_run():
@@ -57,34 +62,59 @@ class OutputLock:
         return (f"{self.flag} {place} is in use by another {self.run_kind} ({holder}): "
                 f"wait for it to end, or use another {self.flag}{fix}")
 
-    def hold(self, directory, place=None):
+    def busy_error(self, place, holder, fix=""):
+        """The error refusing a second run; a subclass may name its own type and words."""
+        return OutputBusy(self.busy_message(place, holder, fix))
+
+    def no_lock_warning(self, directory):
+        """The warning for a place neither local nor gs:// (None: say nothing)."""
+        return (f"No lock on {directory} (neither local nor gs://): run one {self.run_kind} "
+                f"at a time there")
+
+    def hold(self, directory, place=None, wait=False):
         """A context manager holding directory's lock; OutputBusy naming the holder if it is
-        taken. place: what the message calls it (the flag's value; default directory)."""
+        taken (with wait: waits until it is free, or its gs:// lease expired). place: what
+        the message calls it (the flag's value; default directory)."""
         place = place or directory
         if directory.startswith("gs://"):
-            return hold_gcs(self, directory, place)
+            return self.hold_gcs(directory, place, wait)
         if "://" in directory:
-            _LOGGER.warning("No lock on %s (neither local nor gs://): run one %s at a time there",
-                            directory, self.run_kind)
+            warning = self.no_lock_warning(directory)
+            if warning:
+                _LOGGER.warning(warning)
             return contextlib.nullcontext()
         path = os.path.join(directory or ".", self.lock_file)
-        return self.hold_local(path, place)
+        return self.hold_local(path, place, wait)
 
     @contextlib.contextmanager
-    def hold_local(self, path, place):
+    def hold_local(self, path, place, wait=False):
         try:
-            with hold_flock(path, lambda holder: OutputBusy(self.busy_message(place, holder)),
-                            self.is_removed_when_released):
+            with hold_flock(path, lambda holder: self.busy_error(place, holder),
+                            self.is_removed_when_released, wait):
                 yield
         except NotAFolder as err:
             raise NotAFolder(f"{self.flag} {place}: {err}") from None
 
+    @contextlib.contextmanager
+    def hold_gcs(self, directory, place, wait=False):
+        """The lease on DIR/<lock_file> (common/gcs_lease.py); a lost lease ends the process."""
+        url = f"{directory.rstrip('/')}/{self.lock_file}"
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(gcs_lease.hold_lease(url, describe_this_run(), wait=wait))
+            except gcs_lease.LeaseHeld as held:  # its expiry: when a killed holder stops blocking
+                holder = f"{held.holder}, lease until {gcs_lease.format_time(held.expires)}"
+                raise self.busy_error(place, holder, (
+                    f"; if that run is gone (killed), delete {url}")) from None
+            yield
+
 
 @contextlib.contextmanager
-def hold_flock(path, make_busy_error, is_removed_when_released=False):
+def hold_flock(path, make_busy_error, is_removed_when_released=False, wait=False):
     """flock(2) on path, released by the kernel when this process ends; make_busy_error(holder)
-    is raised when another process holds it. With is_removed_when_released the file is
-    deleted (and a directory this call made, if left empty) before the lock is let go."""
+    is raised when another process holds it (with wait: waits for it instead). With
+    is_removed_when_released the file is deleted (and a directory this call made, if left
+    empty) before the lock is let go."""
     directory = os.path.dirname(path) or "."
     made_directory = not os.path.isdir(directory)
     try:
@@ -92,7 +122,7 @@ def hold_flock(path, make_busy_error, is_removed_when_released=False):
     except (FileExistsError, NotADirectoryError):
         raise NotAFolder(f"{directory} is a file (or lies below one), not a folder: pass a "
                          f"new or existing folder") from None
-    fd = lock_file_descriptor(path, make_busy_error)
+    fd = lock_file_descriptor(path, make_busy_error, wait)
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, describe_this_run().encode(), 0)
@@ -107,13 +137,13 @@ def hold_flock(path, make_busy_error, is_removed_when_released=False):
         os.close(fd)  # releases the lock
 
 
-def lock_file_descriptor(path, make_busy_error):
+def lock_file_descriptor(path, make_busy_error, wait=False):
     """An open descriptor of path holding its flock. A lock won on a file that was deleted
     (or replaced) meanwhile by a releasing holder guards nothing: then it tries again."""
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "holder unknown"
             os.close(fd)
@@ -122,34 +152,6 @@ def lock_file_descriptor(path, make_busy_error):
             if os.stat(path).st_ino == os.fstat(fd).st_ino:
                 return fd
         os.close(fd)
-
-
-@contextlib.contextmanager
-def hold_gcs(lock, directory, place):
-    """The object DIR/<lock.lock_file>, created only if absent and deleted at the end."""
-    from google.api_core import exceptions
-    url = f"{directory.rstrip('/')}/{lock.lock_file}"
-    bucket, _, name = url[len("gs://"):].partition("/")
-    blob = gcs_probe.make_client(place, lock.flag).bucket(bucket).blob(name)
-    try:
-        blob.upload_from_string(json.dumps({"holder": describe_this_run()}),
-                                content_type="application/json", if_generation_match=0,
-                                timeout=gcs_probe.TIMEOUT_SECONDS)
-    except exceptions.PreconditionFailed:
-        raise OutputBusy(lock.busy_message(place, read_gcs_holder(blob), (
-            f"; if that run is gone (killed), delete {url}"))) from None
-    try:
-        yield
-    finally:
-        with contextlib.suppress(exceptions.NotFound, exceptions.PreconditionFailed):
-            blob.delete(if_generation_match=blob.generation, timeout=gcs_probe.TIMEOUT_SECONDS)
-
-
-def read_gcs_holder(blob):
-    try:
-        return json.loads(blob.download_as_bytes(timeout=gcs_probe.TIMEOUT_SECONDS))["holder"]
-    except Exception:  # gone meanwhile, or not ours: the object's name is in the message
-        return "holder unknown"
 
 
 def main(argv=None):

@@ -1,9 +1,10 @@
 """One preprocessing run at a time per output directory, and a dataset that appears whole or not at all.
 
 The lock: OUT/preprocess.lock, taken before anything is written (common/output_lock.py:
-locally an flock(2) that the kernel drops even on kill -9, and the file stays; on gs:// an
-object created only if absent and deleted at the end). A second run is refused at once
-with one line naming the directory and the run that holds it.
+locally an flock(2) that the kernel drops even on kill -9, and the file stays; on gs:// a
+lease renewed while the run lives, deleted at the end and taken over once a killed run's
+has expired). A second run is refused at once with one line naming the directory and the
+run that holds it.
 
 Staging: the pipeline writes into OUT/_staging-<run>/. Only a finished and checked
 dataset is published into OUT (publish): the old metadata.json goes first, so that from

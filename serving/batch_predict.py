@@ -10,8 +10,8 @@ predict) and OUTPUT.summary.json.
 
 One run at a time per --output: the job holds OUTPUT.lock beside its outputs
 (common/prediction_records.py hold_prefix; locally an flock the kernel drops even on
-kill -9, on gs:// an object created only if absent) from before the model loads to the
-end, and a second run into the same prefix is refused at once in one line (exit 2). The
+kill -9, on gs:// a lease a killed run leaves to expire) from before the model loads to
+the end, and a second run into the same prefix is refused at once in one line (exit 2). The
 trainer's --mode predict into OUT takes OUT/predictions.lock: the same lock as
 --output OUT/predictions, whose shards it would write too.
 

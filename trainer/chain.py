@@ -21,10 +21,10 @@ import sys
 import tensorflow as tf
 import yaml
 
-from common import gcs_probe
+from common import atomic_write, gcs_probe
 from trainer.cloud import hptuning
 from trainer.data import byo_records, dataset_info
-from trainer.run import checkpoints, eval_records
+from trainer.run import checkpoints
 from trainer.settings import checks, flags, table
 from trainer.settings.checks import ConfigError
 
@@ -91,7 +91,7 @@ def write_params(params):
     """Writes OUT/params.json (sorted keys, so runs diff cleanly); returns its path."""
     tf.io.gfile.makedirs(params["output_dir"])
     path = os.path.join(params["output_dir"], table.PARAMS_FILE)
-    eval_records.write_text_atomically(path, json.dumps(params, indent=2, sort_keys=True) + "\n")
+    atomic_write.write_text(path, json.dumps(params, indent=2, sort_keys=True) + "\n")
     return path
 
 

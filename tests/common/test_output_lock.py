@@ -1,21 +1,27 @@
-"""The shared output lock (common/output_lock.py): a holder named in one line, a lock free
-again once its holder is killed (kill -9), a lock file that may be deleted on release
-without two holders at once, the gs:// lock object on the suite's GCS emulator, and the
-query command.
+"""The one lock module (common/output_lock.py): a holder named in one line, a lock free
+again once its holder is killed (kill -9: at once locally, once its lease expired on gs://,
+taken over with one line), a lock file that may be deleted on release without two holders
+at once, the gs:// lease on the suite's GCS emulator, the query command, and no other
+module taking a lock of its own.
 
     .venv/bin/python -m pytest tests/common/test_output_lock.py
 """
+import ast
+import json
 import logging
 import os
+import pathlib
+import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
-from common import output_lock
+from common import gcs_lease, output_lock
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HOLDER = f"pid {os.getpid()} on {socket.gethostname()} since "
@@ -150,3 +156,105 @@ def test_a_file_where_the_output_folder_belongs_is_one_line(tmp_path, make_jpeg,
             "pass a new or existing folder"]), result.stderr[-2000:]
     assert a_file.read_text() == "not a folder\n"
     assert sorted(os.listdir(tmp_path)) == ["a.jpg", "all.csv", "notes.txt"]
+
+
+# A process holding a lock through this module, with a short lease (the default is 90 s).
+SHORT_LEASE_HOLDER = """
+import sys, time
+from common import gcs_lease, output_lock
+gcs_lease.LEASE_SECONDS = float(sys.argv[2])
+with output_lock.OutputLock("things.lock", "thing run", "--out").hold(sys.argv[1]):
+    print("held", flush=True)
+    time.sleep(300)
+"""
+SHORT_LEASE_SECONDS = 4.0  # renewed every 1.3 s: long enough for a loaded 2-core machine
+
+
+def test_a_killed_gcs_holder_blocks_the_next_run_until_its_lease_expires(gcs_bucket):
+    """As locally (test_a_killed_holder_does_not_block_the_next_run), a run killed with
+    kill -9 blocks no one for long on gs://: the next run is refused while the dead run's
+    lease is fresh, then the real command takes it over, saying so in one line."""
+    out = f"gs://{gcs_bucket.name}/out"
+    holder = subprocess.Popen([sys.executable, "-c", SHORT_LEASE_HOLDER, out,
+                               str(SHORT_LEASE_SECONDS)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    killed = f"pid {holder.pid} on {socket.gethostname()} since "
+    with pytest.raises(output_lock.OutputBusy) as busy:  # its lease is fresh: refused at once
+        with LOCK.hold(out):
+            pytest.fail("took over a live lease")
+    assert str(busy.value).startswith(f"--out {out} is in use by another thing run ({killed}")
+    assert ", lease until " in str(busy.value)
+    expires = json.loads(gcs_bucket.blob("out/things.lock").download_as_bytes())["expires"]
+    assert expires - time.time() <= SHORT_LEASE_SECONDS
+    time.sleep(max(0.0, expires - time.time()) + 0.5)
+    result = query(out)
+    assert (result.returncode, result.stdout) == (0, f"{out}: free\n"), result.stderr[-2000:]
+    took_over = [line for line in result.stderr.splitlines() if line.startswith("took over")]
+    assert len(took_over) == 1 and re.fullmatch(
+        rf"took over the lock on {re.escape(out)}/things\.lock left by {re.escape(killed)}\S+ "
+        rf"\(lease expired \d+ s ago\)", took_over[0]), result.stderr[-2000:]
+    assert list(gcs_bucket.list_blobs()) == []  # the query released it
+
+
+def test_a_killed_holder_of_a_waiting_lock_releases_its_waiter(tmp_path):
+    """The evaluation records' lock waits (wait=True) instead of refusing: a waiter blocked
+    by a holder that is then killed (kill -9) gets the lock from the kernel."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom common import output_lock\n"
+         "with output_lock.OutputLock('things.lock', 'thing run', '--out').hold(sys.argv[1]):\n"
+         "    print('held', flush=True); time.sleep(300)\n", str(tmp_path)],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    got = []
+    try:
+        assert holder.stdout.readline() == "held\n"
+
+        def wait_for_it():
+            with LOCK.hold(str(tmp_path), wait=True):
+                got.append((tmp_path / "things.lock").read_text())
+
+        waiter = threading.Thread(target=wait_for_it, daemon=True)
+        waiter.start()
+        waiter.join(1.0)
+        assert got == []  # still waiting: the holder lives
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    waiter.join(20)
+    assert len(got) == 1 and got[0].startswith(HOLDER)
+
+
+def test_an_older_lock_object_without_an_expiry_lapses_a_lease_after_it_was_written(gcs_bucket):
+    """A lock object written by an earlier version ({"holder": ...}, never renewed)."""
+    blob = gcs_bucket.blob("out/things.lock")
+    blob.upload_from_string(json.dumps({"holder": "pid 7 on old-version"}))
+    seen = gcs_lease.read_lease(gcs_lease.make_blob(f"gs://{gcs_bucket.name}/out/things.lock"))
+    assert seen.holder == "pid 7 on old-version"
+    assert abs(seen.expires - (gcs_bucket.get_blob("out/things.lock").updated.timestamp()
+                               + gcs_lease.LEASE_SECONDS)) < 1
+
+
+def lock_calls(path):
+    """The lock primitives a module calls or imports itself: flock, and the gs:// lease."""
+    tree = ast.parse(path.read_text(), str(path))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ("flock", "lockf", "hold_lease"):
+            found.add(node.attr)
+        elif isinstance(node, ast.ImportFrom) and node.module == "common":
+            found |= {alias.name for alias in node.names if alias.name == "gcs_lease"}
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name == "fcntl"}
+    return found
+
+
+def test_every_lock_of_every_stage_is_taken_through_this_module():
+    root = pathlib.Path(ROOT)
+    takers = {str(path.relative_to(root)): lock_calls(path)
+              for package in ("common", "preprocess", "trainer", "serving")
+              for path in sorted((root / package).rglob("*.py"))}
+    assert {path: calls for path, calls in takers.items() if calls} == {
+        "common/output_lock.py": {"flock", "fcntl", "gcs_lease", "hold_lease"}}

@@ -1,4 +1,4 @@
-"""The trainer lock and the eval-results lock on gs://: leases (trainer/run/gcs_lease.py) on the
+"""The trainer lock and the eval-results lock on gs://: leases (common/gcs_lease.py) on the
 suite's GCS emulator on 127.0.0.1, fake-gcs-server (tests/gcs_emulator.py; fixture gcs_bucket
 gives each test a bucket of its own). It honours ifGenerationMatch, and every guarantee of a
 lease rests on that precondition (the first test checks that it does).
@@ -26,7 +26,8 @@ from trainer.settings import checks
 from trainer import chain
 from trainer.estimator import loop
 from trainer.run import driver, evaluations
-from trainer.run import checkpoints, gcs_lease, output_lock
+from common import gcs_lease
+from trainer.run import checkpoints, output_lock
 
 HOLDER = f"pid {os.getpid()} on {socket.gethostname()} since "
 
@@ -170,7 +171,7 @@ def test_a_lost_lease_is_reported_and_never_released(bucket, out, short_lease):
 
 HOLD_FOREVER = """
 import sys, time
-from trainer.run import gcs_lease
+from common import gcs_lease
 gcs_lease.LEASE_SECONDS = 0.9
 with gcs_lease.hold_lease(sys.argv[1], "the stalled trainer"):
     print("held", flush=True)

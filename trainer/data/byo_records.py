@@ -26,7 +26,7 @@ import sys
 
 import tensorflow as tf
 
-from common import dataset_files, record_schema
+from common import atomic_write, dataset_files, record_schema
 
 SYNSET = "image/class/synset"  # tensorflow/tpu's writers: the class name (bytes)
 CACHE_FILE = "record_counts.json"
@@ -92,10 +92,8 @@ def read_cache(output_dir):
 def write_cache(output_dir, cache):
     """Written whole through a rename, so a reader sees the old or the new file."""
     tf.io.gfile.makedirs(output_dir)
-    path = os.path.join(output_dir, CACHE_FILE)
-    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-        f.write(json.dumps(cache, indent=1, sort_keys=True) + "\n")
-    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+    atomic_write.write_text(os.path.join(output_dir, CACHE_FILE),
+                            json.dumps(cache, indent=1, sort_keys=True) + "\n")
 
 
 class RecordCounts:

@@ -7,7 +7,7 @@ describe checkpoints it no longer has: set_aside_after moves them to
 OUT/superseded/eval_results.jsonl, so that the steps trained again are evaluated again.
 Every path recorded is relative to the run directory (relative_to_run), so a moved or
 downloaded run, local or on gs://, still finds what it names (path_in_run); small files
-are written whole through a rename (write_text_atomically).
+are written whole through a rename (common/atomic_write.py).
 
     .venv/bin/python -c "from trainer.run import eval_records; print(eval_records.read_eval_results('work/demo/run')[-1])"
 """
@@ -17,20 +17,10 @@ import os
 
 import tensorflow as tf
 
-from common import signature
+from common import atomic_write, signature
 
 RESULTS_FILE = "eval_results.jsonl"
 SUPERSEDED_SUBDIR = "superseded"  # OUT/superseded/: records and exports of checkpoints a run lost
-
-
-def write_text_atomically(path, text):
-    """Writes a small file so that readers see the old or the new text, never a partial one.
-
-    Other tasks of a cluster read OUT/params.json while the chief rewrites it.
-    """
-    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-        f.write(text)
-    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
 
 
 def read_eval_results(output_dir):
@@ -60,7 +50,7 @@ def append_eval_result(output_dir, record):
 
 def write_records(path, records):
     # GFile has no append mode on every file system: rewrite the whole (small) file.
-    write_text_atomically(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+    atomic_write.write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
 
 
 def set_aside_after(output_dir, step):

@@ -5,8 +5,8 @@ and by the evaluation job (trainer/run/continuous_eval.py, --mode continuous_eva
 which may run beside a trainer on the same OUT. So that the two never record a step
 twice or interleave their writes, recording a result (reading the earlier records,
 exporting a new best, appending) holds OUT/eval_results.lock, an flock(2) taken for
-those few seconds only (on gs://, which has no flock, a lease on that object:
-trainer/run/gcs_lease.py). "Best" is by --early_stopping_metric
+those few seconds only (common/output_lock.py: on gs://, which has no flock, a
+lease on that object). "Best" is by --early_stopping_metric
 (trainer/run/early_stopping.py; accuracy unless set). Each evaluation's confusion
 matrix and per-class accuracy go to TensorBoard beside the engine's eval scalars
 (OUT/eval, trainer/report/eval_pictures.py).
@@ -16,8 +16,6 @@ where and when is decided here, the same for both engines.
 
     .venv/bin/python -m trainer.task --mode evaluate --output_dir OUT --eval_data_path 'DIR/eval-*'
 """
-import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -25,38 +23,33 @@ import time
 
 import tensorflow as tf
 
-from common import export_versions, signature
+from common import export_versions, output_lock, signature
 from trainer.cloud import hptuning
 from trainer.export import staging
 from trainer.objective import metrics
 from trainer.report import eval_pictures
-from trainer.run import checkpoints, early_stopping, eval_records, gcs_lease, output_lock
+from trainer.run import checkpoints, early_stopping, eval_records
 from trainer.settings import checks
 
 RESULTS_LOCK_FILE = "eval_results.lock"
 _LOGGER = logging.getLogger(__name__)  # the lines a person reads (shown in quiet mode)
 
 
-@contextlib.contextmanager
+class ResultsLock(output_lock.OutputLock):
+    """OUT/eval_results.lock: held for seconds at a time, so a second recorder waits for it."""
+
+    def no_lock_warning(self, directory):
+        return None  # the trainer's lock warned once already; this one is taken per evaluation
+
+
+RESULTS_LOCK = ResultsLock(RESULTS_LOCK_FILE, "evaluation recorder", "--output_dir")
+
+
 def hold_results(output_dir):
     """Blocks until this process alone may record results in output_dir: an flock on a local
     disk, a lease on gs:// (the holder's heartbeat keeps it through a long export), none on
-    other remote file systems."""
-    if gcs_lease.is_gcs(output_dir):
-        with gcs_lease.hold_lease(os.path.join(output_dir, RESULTS_LOCK_FILE),
-                                  output_lock.describe_this_process(), wait=True):
-            yield
-        return
-    if not output_lock.is_local(output_dir):
-        yield
-        return
-    tf.io.gfile.makedirs(output_dir)
-    fd = os.open(os.path.join(output_dir, RESULTS_LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # waits: the holder is done within one export
-        yield
-    finally:
-        os.close(fd)  # releases the lock
+    other remote file systems (common/output_lock.py)."""
+    return RESULTS_LOCK.hold(output_dir, wait=True)
 
 
 def evaluate(engine, params, checkpoint_path, step):

@@ -20,7 +20,7 @@ import os
 
 import tensorflow as tf
 
-from common import signature
+from common import atomic_write, signature
 from trainer.report import hparams_view
 from trainer.run import checkpoints, early_stopping, eval_records, evaluations
 
@@ -117,7 +117,7 @@ def stop_early(engine, params):
                "best_value": best[params["early_stopping_metric"]],
                "patience": params["early_stopping_patience"],
                "export": eval_records.relative_to_run(output_dir, exported), "reason": reason}
-    eval_records.write_text_atomically(reason_path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    atomic_write.write_text(reason_path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
     _LOGGER.info("early stopping at step %d: %s; serving export %s",
                  summary["stopped_at_step"], reason, exported)
     return exported

@@ -1,21 +1,23 @@
 """A lease on one gs:// object: at most one live holder, renewed while held, taken over once expired.
 
-flock(2) needs a local file system, so on gs:// the trainer's lock (trainer/run/output_lock.py)
-and the eval-results lock (trainer/run/evaluations.py) are leases: one small object, e.g.
-gs://B/OUT/trainer.lock, whose JSON body names its holder (pid, host, since) and the time
-its lease expires. Every write is conditional on the object's generation, so two processes
-never both hold it:
+The gs:// half of common/output_lock.py, the one lock module every stage takes its locks
+through (flock(2) needs a local file system). A lock on gs:// is one small object, e.g.
+gs://B/OUT/trainer.lock or gs://B/OUT/preprocess.lock, whose JSON body names its holder
+(pid, host, since) and the time its lease expires. Every write is conditional on the
+object's generation, so two processes never both hold it:
   * take: create only if absent (ifGenerationMatch=0);
   * renew: a heartbeat thread rewrites it every LEASE_SECONDS / 3 (ifGenerationMatch=ours);
   * release: delete it (ifGenerationMatch=ours);
   * take over: a lease past its expiry (kill -9, a preempted VM) is rewritten with
-    ifGenerationMatch=<the stale generation>; of two contenders one wins, the other sees it live.
+    ifGenerationMatch=<the stale generation>, saying so in one line; of two contenders
+    one wins, the other sees it live.
+So a killed run blocks the next one for LEASE_SECONDS at most, whichever stage it was.
 A holder whose renewal finds another generation, or none, has lost the lease: it stalled for
 longer than the lease and someone took over. It must not write on beside the new holder, so
 it prints one error line and ends the process (stop_process). Expiry times are compared with
 the reader's clock: Cloud VMs keep theirs within milliseconds of each other (NTP).
 
-    .venv/bin/python -m trainer.run.gcs_lease gs://BUCKET/OUT/trainer.lock   # its holder, if any
+    .venv/bin/python -m common.gcs_lease gs://BUCKET/OUT/trainer.lock   # its holder, if any
 """
 import contextlib
 import dataclasses
@@ -29,11 +31,14 @@ import threading
 import time
 import uuid
 
-from trainer.settings import checks
+from common import gcs_probe
+from common.user_errors import UserError
+
+_LOGGER = logging.getLogger(__name__)
 
 # 90 s, renewed every 30 s: a lease outlives two renewals lost to a GCS hiccup or a pause of
-# the process, yet a killed trainer blocks the next run for 90 s at most (a preempted VM
-# takes longer than that to come back). Tests shorten it with monkeypatch.
+# the process, yet a killed run blocks the next one for 90 s at most (a preempted VM takes
+# longer than that to come back). Tests shorten it by setting this attribute.
 LEASE_SECONDS = 90.0
 RENEWALS_PER_LEASE = 3
 POLL_SECONDS = 2.0  # a waiting process (wait=True) looks at the lease again this often
@@ -49,7 +54,7 @@ class LeaseHeld(Exception):
         self.url, self.holder, self.expires = url, holder, expires
 
 
-class LeaseStoreError(checks.ConfigError):
+class LeaseStoreError(UserError):
     """GCS cannot hold the lease (no credentials, no such bucket, no permission): one line."""
 
 
@@ -80,16 +85,14 @@ def format_time(seconds):
 
 
 def make_blob(url):
-    """The Blob of gs://BUCKET/NAME; STORAGE_EMULATOR_HOST, when set, points the client there."""
-    from google.auth import exceptions as auth_exceptions
-    from google.cloud import storage
+    """The Blob of gs://BUCKET/NAME, through common/gcs_probe.py's client (anonymous on the
+    emulator that STORAGE_EMULATOR_HOST names, else Application Default Credentials)."""
     bucket, _, name = url[len("gs://"):].partition("/")
     try:
-        client = storage.Client()
-    except auth_exceptions.DefaultCredentialsError:
-        raise LeaseStoreError(
-            f"no Google Cloud credentials to write the lease {url}: run `gcloud auth "
-            f"application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS)") from None
+        client = gcs_probe.make_client(url, "lease")
+    except gcs_probe.GcsUnreachable:
+        raise LeaseStoreError(f"no Google Cloud credentials to write the lease {url}: "
+                              f"{gcs_probe.LOGIN_FIX}") from None
     return client.bucket(bucket).blob(name)
 
 
@@ -127,10 +130,14 @@ def read_lease(blob):
         body = json.loads(current.download_as_bytes(if_generation_match=current.generation))
     except (exceptions.NotFound, exceptions.PreconditionFailed):
         return read_lease(blob)  # rewritten between the two requests: look again
-    except ValueError:  # not a lease of ours: it lapses LEASE_SECONDS after it was written
-        body = {"expires": current.updated.timestamp() + LEASE_SECONDS}
-    return SeenLease(current.generation, body.get("holder", "holder unknown"),
-                     body.get("id"), float(body.get("expires", 0)))
+    except ValueError:  # not JSON
+        body = {}
+    body = body if isinstance(body, dict) else {}
+    # Without an expiry (an older version's lock object, never renewed, or not ours) it
+    # lapses LEASE_SECONDS after it was written.
+    expires = float(body.get("expires", current.updated.timestamp() + LEASE_SECONDS))
+    return SeenLease(current.generation, body.get("holder", "holder unknown"), body.get("id"),
+                     expires)
 
 
 def try_take(lease):
@@ -151,10 +158,25 @@ def try_take(lease):
         elif seen.expires > time.time():
             raise LeaseHeld(lease.url, seen.holder, seen.expires)
         else:
-            logging.warning("Taking over %s: the lease of %s expired at %s", lease.url,
-                            seen.holder, format_time(seen.expires))
+            _LOGGER.warning(take_over_line(lease.url, seen))
             expected = seen.generation
     raise LeaseHeld(lease.url, "other processes taking it in turn", time.time())
+
+
+def take_over_line(url, seen):
+    """The one line a run says when it takes over a lease its holder left to expire."""
+    return (f"took over the lock on {url} left by {seen.holder} (lease expired "
+            f"{format_age(time.time() - seen.expires)} ago)")
+
+
+def format_age(seconds):
+    """'4 s', '3 min', '2 h': how long ago, to the unit a person reads."""
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h"
 
 
 def take(lease, wait):
@@ -167,7 +189,7 @@ def take(lease, wait):
                 if not wait:
                     raise
                 if polls == 0:
-                    logging.info("Waiting for %s (%s)", lease.url, held)
+                    _LOGGER.info("Waiting for %s (%s)", lease.url, held)
                 time.sleep(POLL_SECONDS)
 
 
@@ -186,7 +208,7 @@ def keep_renewed(lease, stopped, on_lost):
             if time.time() >= lease.expires:
                 lease.is_lost = True
                 return on_lost(lease, f"it expired before it could be renewed ({err})")
-            logging.warning("Could not renew %s, trying again: %s", lease.url, err)
+            _LOGGER.warning("Could not renew %s, trying again: %s", lease.url, err)
 
 
 def lost_reason(lease):
@@ -224,7 +246,7 @@ def release(lease):
     except (exceptions.NotFound, exceptions.PreconditionFailed):
         pass  # no longer ours
     except Exception as err:  # the lease lapses by itself
-        logging.warning("Could not release %s (%s); it expires at %s", lease.url, err,
+        _LOGGER.warning("Could not release %s (%s); it expires at %s", lease.url, err,
                         format_time(lease.expires))
 
 
@@ -253,13 +275,13 @@ def hold_lease(url, holder, wait=False, on_lost=stop_process):
 def main(argv=None):
     """Prints who holds the lease at a gs:// URL, and until when."""
     from common import console
-    parser = console.ArgumentParser(prog="python -m trainer.run.gcs_lease",
+    parser = console.ArgumentParser(prog="python -m common.gcs_lease",
                                     description="Who holds the lease at a gs:// URL, and until when.")
     parser.add_argument("url", metavar="gs://BUCKET/OUT/trainer.lock")
     url = parser.parse_args(argv).url
     if not is_gcs(url):
-        console.exit_with_error(f"{url}: not a gs:// URL (a local OUT's lock is an flock, "
-                                f"held only while its trainer runs)")
+        console.exit_with_error(f"{url}: not a gs:// URL (a local lock is an flock: "
+                                f"python -m common.output_lock DIR NAME names its holder)")
     try:
         seen = read_lease(make_blob(url))
     except LeaseStoreError as err:
