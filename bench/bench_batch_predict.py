@@ -69,7 +69,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from PIL import Image  # noqa: E402
 
 from bench import batch_baseline  # noqa: E402
-from common import export_versions, image_uris, prediction_inputs, signature  # noqa: E402
+from common import export_versions, prediction_inputs, signature  # noqa: E402
 from serving import batch_predict  # noqa: E402
 from preprocess import demo_data, jpeg_to_tfrecord  # noqa: E402
 from trainer import chain  # noqa: E402
@@ -77,21 +77,21 @@ from trainer.estimator import loop  # noqa: E402
 
 
 def make_large_set(input_csv, count, folder):
-    """A CSV of count images under folder: input_csv's usable images, over and over, each copy
-    re-encoded at another JPEG quality (every file differs), with their labels."""
-    sources = [(uri, label) for uri, label in (item for item in prediction_inputs.read_csv_uris(input_csv)
-                                               if isinstance(item, tuple))]
+    """A CSV of count images under folder: input_csv's usable images (errors left out), over and
+    over, each copy re-encoded at another JPEG quality (every file differs), with their labels."""
+    sources = [prediction_inputs.load_uri(*item) for item in prediction_inputs.read_csv_uris(input_csv)
+               if isinstance(item, tuple)]
+    sources = [image for image in sources if not image.error]
     if not sources:
-        raise prediction_inputs.NoUsableInput(f"--input_csv {input_csv} names no images")
+        raise prediction_inputs.NoUsableInput(f"--input_csv {input_csv} names no usable images")
     os.makedirs(folder, exist_ok=True)
     lines = []
     for number in range(count):
-        uri, label = sources[number % len(sources)]
+        source = sources[number % len(sources)]
         quality = 95 - (number // len(sources)) % 40
-        image = Image.open(io.BytesIO(image_uris.read_image_bytes(uri, open_binary))).convert("RGB")
         path = os.path.join(folder, f"{number:06d}.jpg")
-        image.save(path, quality=quality)
-        lines.append(f"{path},{label}" if label else path)
+        Image.open(io.BytesIO(source.jpeg)).convert("RGB").save(path, quality=quality)
+        lines.append(f"{path},{source.label}" if source.label else path)
     csv_path = os.path.join(folder, "images.csv")
     with open(csv_path, "w") as f:
         f.write("\n".join(lines) + "\n")
@@ -107,10 +107,6 @@ def make_demo_run(folder):
                                  f"--eval_data_path={folder}/tfrecords/eval-*",
                                  f"--output_dir={folder}/run", f"--train_steps={DEMO_STEPS}"]))
     return f"{folder}/run", f"{folder}/images/train.csv"
-
-
-def open_binary(path):
-    return open(path, "rb")
 
 
 def run_in_process(setup, input_csv, out):
