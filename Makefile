@@ -55,8 +55,8 @@ test-keras: $(VENV_KERAS)/.installed
 demo: $(VENV)/.installed
 	bash tools/demo.sh $(WORK)
 
-# Every benchmark with its defaults (~25 minutes on 2 cores; each prints one table,
-# docs/benchmarks.md); bench-quick: each with --quick (~6 minutes, a first look).
+# Every benchmark with its defaults (~23 minutes on 2 cores; each prints one table,
+# docs/benchmarks.md); bench-quick: each with --quick (~9 minutes, a first look).
 bench: $(VENV)/.installed
 	for b in bench/bench_*.py; do $(PY) -m bench.$$(basename $$b .py) || exit 1; done
 

@@ -1,6 +1,6 @@
 """Batch-prediction throughput: the trainer route and the Beam route against the same work in-process.
 
-    .venv/bin/python -m bench.bench_batch_predict     # ~4 minutes on 2 cores
+    .venv/bin/python -m bench.bench_batch_predict     # ~3 minutes on 2 cores
     .venv/bin/python -m bench.bench_batch_predict --quick              # ~2 minutes: 1 round
     .venv/bin/python -m bench.bench_batch_predict --run_dir work/demo/run --input_csv work/demo/images/train.csv
 

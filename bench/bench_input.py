@@ -1,7 +1,7 @@
 """Benchmark: input_fn images/second against raw decode+resize and a naive pipeline.
 
-    .venv/bin/python -m bench.bench_input            # from the repo root; ~1 minute
-    .venv/bin/python -m bench.bench_input --quick    # ~20 seconds: 2 rounds of 1 s
+    .venv/bin/python -m bench.bench_input            # from the repo root; ~2 minutes
+    .venv/bin/python -m bench.bench_input --quick    # ~30 seconds: 2 rounds of 1 s
     .venv/bin/python -m bench.bench_input --rounds 7 --seconds 3
 
 Two datasets are written as real TFRecords in a temp dir: scikit-learn's 8x8

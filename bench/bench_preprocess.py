@@ -15,7 +15,7 @@ per-round ratios (bench/report.py: MET when it is at or above the goal), the ima
 columns the medians. Datasets and outputs go to a temporary directory, removed at the
 end, unless --work_dir names where to keep them (~1 GB for 10,000 photos).
 
-    python -m bench.bench_preprocess                      # demo digits + 10000 photos, ~8 minutes
+    python -m bench.bench_preprocess                      # demo digits + 10000 photos, ~6 minutes
     python -m bench.bench_preprocess --quick              # 2000 photos, 1 round, ~1 minute
     python -m bench.bench_preprocess --photos 3000 --repeats 1 --work_dir /tmp/bench
 """

@@ -19,8 +19,8 @@ request (/proc/PID/stat), how busy the 2 cores were, and where the stand-in's ex
 Python time goes (bench/serving_steps.py). The table is bench/report.py's; the
 libraries' lines go to the log file it names.
 
-    .venv/bin/python -m bench.bench_serving_floor          # ~2 minutes on 2 cores
-    .venv/bin/python -m bench.bench_serving_floor --quick  # ~1 minute: 2 rounds of 1000
+    .venv/bin/python -m bench.bench_serving_floor          # ~1 minute on 2 cores
+    .venv/bin/python -m bench.bench_serving_floor --quick  # ~30 seconds: 2 rounds of 1000
     .venv/bin/python -m bench.bench_serving_floor --model_base_path OUT/export/image_classifier
 """
 import contextlib

@@ -1,7 +1,7 @@
 """Benchmark: the Keras engine's training steps/s against the Estimator engine's, and a warm-started fine-tune.
 
-    .venv/bin/python -m bench.bench_train                 # from the repo root; ~8 minutes on 2 cores
-    .venv/bin/python -m bench.bench_train --quick         # ~2 minutes: 2 rounds, 1 fine-tune repeat
+    .venv/bin/python -m bench.bench_train                 # from the repo root; ~9 minutes on 2 cores
+    .venv/bin/python -m bench.bench_train --quick         # ~4 minutes: 2 rounds, 1 fine-tune repeat
     .venv/bin/python -m bench.bench_train --models small_cnn --rounds 2 --steps 40 --finetune_steps 0
     .venv/bin/python -m bench.bench_train --models resnet50,efficientnet_b0,mobilenet_v2 \
         --photo_rounds 2 --photo_steps 20 --photo_batch_size 4 --finetune_steps 0   # 224x224, ~8 min
