@@ -10,7 +10,7 @@ PY_KERAS := $(VENV_KERAS)/bin/python
 VENV_KERAS_TPU := .venv-keras-tpu
 WORK ?= work/demo
 
-.PHONY: venv venv-keras venv-keras-tpu check-tpu-build test test-keras demo bench lock lock-keras lock-keras-tpu clean
+.PHONY: venv venv-keras venv-keras-tpu check-tpu-build test test-keras demo bench bench-quick lock lock-keras lock-keras-tpu clean
 
 # Rebuilt only when the lock file changes (install_venv.sh: in a temporary directory,
 # renamed into place once the install succeeded).
@@ -55,8 +55,13 @@ test-keras: $(VENV_KERAS)/.installed
 demo: $(VENV)/.installed
 	bash tools/demo.sh $(WORK)
 
+# Every benchmark with its defaults (~23 minutes on 2 cores; each prints one table,
+# docs/benchmarks.md); bench-quick: each with --quick (~9 minutes, a first look).
 bench: $(VENV)/.installed
 	for b in bench/bench_*.py; do $(PY) -m bench.$$(basename $$b .py) || exit 1; done
+
+bench-quick: $(VENV)/.installed
+	for b in bench/bench_*.py; do $(PY) -m bench.$$(basename $$b .py) --quick || exit 1; done
 
 # Re-resolve requirements.lock from setup.py + requirements.in (needs uv on PATH).
 lock:

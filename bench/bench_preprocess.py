@@ -10,29 +10,38 @@ its local default (one in-process worker whose image work runs in a pool of a
 thread per core; PIL releases the GIL while it decodes) and in Beam's two
 other local modes with --workers workers: threads (multi_threading, sharing
 the same pool) and processes (multi_processing, no pool).
-Each method runs --repeats times, interleaved, and the fastest run counts: on a
-shared machine the other users' load only ever slows a run down.
+Each method runs --repeats times, interleaved; a goal's figure is the median of the
+per-round ratios (bench/report.py: MET when it is at or above the goal), the images/s
+columns the medians. Datasets and outputs go to a temporary directory, removed at the
+end, unless --work_dir names where to keep them (~1 GB for 10,000 photos).
 
-    python -m bench.bench_preprocess                      # demo digits + 10000 photos
+    python -m bench.bench_preprocess                      # demo digits + 10000 photos, ~6 minutes
+    python -m bench.bench_preprocess --quick              # 2000 photos, 1 round, ~1 minute
     python -m bench.bench_preprocess --photos 3000 --repeats 1 --work_dir /tmp/bench
 """
 import collections
 import multiprocessing
 import os
 import statistics
+import tempfile
 import time
 
+from bench import report
 from common import console
 
 
 def build_parser():
     parser = console.ArgumentParser(prog="python -m bench.bench_preprocess",
                                     description=__doc__.split("\n")[0])
-    parser.add_argument("--work_dir", default="work/bench")
+    parser.add_argument("--work_dir", default=None,
+                        help="keep the datasets and outputs here (default: a temporary directory, "
+                             "removed at the end)")
     # Enough photos that Beam's ~1 s start-up is a small part of the job, as in real use.
     parser.add_argument("--photos", type=int, default=10000)
     parser.add_argument("--workers", type=int, default=os.cpu_count())
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="2000 photos, 1 round (a first look)")
+    report.add_output_flags(parser)
     return parser
 
 
@@ -195,7 +204,7 @@ def timed(function, *args):
 
 
 def bench_dataset(name, csv_path, work_dir, workers, repeats):
-    """-> (images, {method: fastest seconds}), after checking every method wrote every image.
+    """-> (images, {method: [seconds per round]}), after checking every method wrote every image.
 
     Methods: loop, pool, independent (the cores' ceiling: run_independent), and
     per Beam mode the job itself and the same job on 2 images (its start-up:
@@ -220,7 +229,7 @@ def bench_dataset(name, csv_path, work_dir, workers, repeats):
             if count != expected:
                 raise RuntimeError(f"{name}: {method} wrote {count} records, not {expected}")
             seconds[method].append(elapsed)
-    return len(rows), {method: min(times) for method, times in seconds.items()}
+    return len(rows), dict(seconds)
 
 
 def write_tiny_csv(csv_path, rows):
@@ -230,64 +239,88 @@ def write_tiny_csv(csv_path, rows):
     return path
 
 
-def format_rows(name, count, seconds):
-    """One table line per Beam mode: end to end, then steady state (start-up taken off)."""
-    loop, pool = count / seconds["loop"], count / seconds["pool"]
-    ceiling = count / seconds["independent"]
-    lines = []
+def ratios(seconds, method, base):
+    """Per-round rate ratios method / base (the same round's pair)."""
+    return [b / m for m, b in zip(seconds[method], seconds[base])]
+
+
+def table_rows(name, count, seconds):
+    """One row per Beam mode: end to end, then steady state (start-up taken off)."""
+    rate = {method: count / statistics.median(times) for method, times in seconds.items()}
+    rows = []
     for mode in BEAM_MODES:
-        beam = count / seconds[mode]
-        startup = seconds[f"{mode} start-up"]
+        startup = statistics.median(seconds[f"{mode} start-up"])
         # Throughput once the workers are up (n/a when the 2-image run was the slower one).
-        work = seconds[mode] - startup
+        work = statistics.median(seconds[mode]) - startup
         steady = count / work if work > 0 else float("nan")
-        # pool/loop: what 2 processes without Beam make of this dataset, the
-        # yardstick for the loop goal (tiny images: IPC costs about as much as the image).
-        lines.append(
-            f"{name:<16}{count:>7}{loop:>8.0f}{pool:>8.0f}{pool / loop:>7.2f}x"
-            f"{ceiling / loop:>7.2f}x  {mode:<11}"
-            f"{beam:>8.0f}{beam / loop:>7.2f}x{beam / pool:>7.2f}x "
-            f"{verdict(beam / loop, beam / pool):<6}{startup:>9.2f}{steady:>8.0f}"
-            f"{steady / loop:>7.2f}x{steady / pool:>7.2f}x {verdict(steady / loop, steady / pool)}")
-    return lines
+        # p/loop: what 2 processes without Beam make of this dataset, the yardstick for the
+        # loop goal (tiny images: IPC costs about as much as the image).
+        rows.append([name, f"{count:,}", f"{rate['loop']:,.0f}", f"{rate['pool']:,.0f}",
+                     f"{rate['pool'] / rate['loop']:.2f}x", f"{rate['independent'] / rate['loop']:.2f}x",
+                     mode, f"{rate[mode]:,.0f}", report.ratio_figure(ratios(seconds, mode, "loop")),
+                     report.ratio_figure(ratios(seconds, mode, "pool")), f"{startup:.2f} s",
+                     f"{steady:,.0f}"])
+    return rows
 
 
-def verdict(vs_loop, vs_pool):
-    return "met" if vs_loop >= GOAL_VS_LOOP and vs_pool >= GOAL_VS_POOL else "missed"
+def goal_lines(name, seconds):
+    """The goals on the default mode: >= GOAL_VS_LOOP x the loop and >= GOAL_VS_POOL x the pool."""
+    return [report.goal_line(f"{name}: pipeline / {base}", ratios(seconds, "default", base), goal)
+            for base, goal in (("loop", GOAL_VS_LOOP), ("pool", GOAL_VS_POOL))]
 
 
-def print_table(lines, workers, repeats, smallest_job):
-    print(f"\n{os.cpu_count()} cores; pool, threads, processes: {workers} workers; default: 1 "
-          f"worker + a thread per core; images/s, the fastest of {repeats} run(s) each; "
-          f"goal: beam >= {GOAL_VS_LOOP}x loop and >= {GOAL_VS_POOL}x pool")
-    print("end to end: start-up included; start-up: the same job on 2 images (s); "
-          "steady: images / (beam seconds - start-up); p/loop: pool / loop; "
-          f"i/loop: {workers} independent processes / loop (the cores' ceiling)")
-    print(f"smallest Beam job (Create([1]) | Map) on this runner: {smallest_job[0] * 1000:.0f} ms "
-          f"fastest, {smallest_job[1] * 1000:.0f} ms median of 15")
-    print(f"{'dataset':<16}{'images':>7}{'loop':>8}{'pool':>8}{'p/loop':>8}{'i/loop':>8}"
-          f"  {'beam mode':<11}"
-          f"{'beam':>8}{'/loop':>8}{'/pool':>8} {'goal':<6}{'start-up':>9}{'steady':>8}"
-          f"{'/loop':>8}{'/pool':>8} goal")
-    print("\n".join(lines))
+def print_results(header, results, workers, smallest_job):
+    rows, goals = [], []
+    for name, count, seconds in results:
+        rows += table_rows(name, count, seconds)
+        goals += goal_lines(name, seconds)
+    photos = next(seconds for name, _, seconds in results if name.startswith("photos"))
+    figures = ", ".join(f"x {base} {report.ratio_figure(ratios(photos, 'default', base))}"
+                        for base in ("loop", "pool"))
+    report.print_report(
+        None, "bench_preprocess: images/s, end to end", header,
+        ["dataset", "images", "loop", "pool", "p/loop", "i/loop", "beam mode", "beam",
+         "x loop", "x pool", "start-up", "steady"], rows, goals,
+        [f"pool, threads, processes: {workers} workers; default: 1 worker + a thread per core. "
+         f"start-up: the same job on 2 images; steady: images / (beam s - start-up); "
+         f"i/loop: {workers} independent processes / loop (the cores' ceiling)",
+         f"smallest Beam job (Create([1]) | Map) on this runner: {smallest_job[0] * 1000:.0f} ms "
+         f"fastest, {smallest_job[1] * 1000:.0f} ms median of 15",
+         f"docs row: | preprocessing | >= {GOAL_VS_LOOP}x a loop and >= {GOAL_VS_POOL}x a pool "
+         f"(photos) | {figures} | `.venv/bin/python -m bench.bench_preprocess` |"])
 
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    beam_pipeline.configure_logging()
-    datasets = [("demo digits", os.path.join(args.work_dir, "digits"), None),
-                ("photos 427x640", os.path.join(args.work_dir, "photos"), args.photos)]
-    lines = []
-    for name, folder, count in datasets:
-        if count is None:
-            demo_data.build_demo_data(folder)
-            csv_path = os.path.join(folder, "train.csv")
-        else:
-            csv_path = make_photo_dataset(folder, count)
-        size, seconds = bench_dataset(name.split()[0], csv_path, args.work_dir, args.workers,
-                                      args.repeats)
-        lines.extend(format_rows(name, size, seconds))
-    print_table(lines, args.workers, args.repeats, smallest_beam_job_seconds())
+    if args.quick:
+        args.photos, args.repeats = 2000, 1
+    log_path = args.log_file or report.default_log_path("bench_preprocess")
+    header = (f"{report.machine_line()}; medians of {args.repeats} round(s); "
+              f"library lines: {log_path}")
+    if args.work_dir:
+        results, smallest = measure_quietly(args, args.work_dir, log_path)
+    else:
+        with tempfile.TemporaryDirectory(prefix="bench_preprocess-") as work_dir:
+            results, smallest = measure_quietly(args, work_dir, log_path)
+    print_results(header, results, args.workers, smallest)
+
+
+def measure_quietly(args, work_dir, log_path):
+    """([(dataset name, images, {method: [seconds per round]})], the smallest Beam job's
+    (fastest, median) seconds), the libraries' lines in the log."""
+    with report.libraries_to_log(log_path):
+        beam_pipeline.configure_logging()
+        results = []
+        for name, folder, count in [("demo digits 32x32", os.path.join(work_dir, "digits"), None),
+                                    ("photos 427x640", os.path.join(work_dir, "photos"), args.photos)]:
+            if count is None:
+                demo_data.build_demo_data(folder)
+                csv_path = os.path.join(folder, "train.csv")
+            else:
+                csv_path = make_photo_dataset(folder, count)
+            results.append((name, *bench_dataset(name.split()[0], csv_path, work_dir,
+                                                 args.workers, args.repeats)))
+        return results, smallest_beam_job_seconds()
 
 
 if __name__ == "__main__":

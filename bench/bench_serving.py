@@ -1,6 +1,7 @@
 """Serving latency and throughput over REST and gRPC against the SavedModel called in-process.
 
-    .venv/bin/python -m bench.bench_serving                     # ~2-3 minutes on 2 cores
+    .venv/bin/python -m bench.bench_serving                     # ~2 minutes on 2 cores
+    .venv/bin/python -m bench.bench_serving --quick             # ~1 minute: 1 round
     .venv/bin/python -m bench.bench_serving --model_base_path OUT/export/image_classifier
 
 Without --model_base_path it trains the default small_cnn (32x32 input, the
@@ -19,8 +20,10 @@ REST and gRPC under 8 and 32 concurrent clients sending batch-1 requests (in-pro
 too at 32 clients). That table measures the server, so its clients are
 bench/raw_clients.py's, which cost the 2 cores little (pre-encoded requests, each
 answer still checked); the same clients against the server without batching show
-what batching itself adds. It prints medians over rounds plus each path's ratio to
-in-process at the same number of clients.
+what batching itself adds. It prints one table (bench/report.py): medians over rounds
+plus each path's ratio to in-process at the same number of clients (the median of the
+per-round ratios and their spread); the libraries' lines go to the log file it names.
+No goal: issue 34 retired them (the stand-in's goal is fidelity to TF Serving).
 """
 import os
 import socket
@@ -39,6 +42,8 @@ def build_parser():
     parser.add_argument("--model_base_path", help="OUT/export/<model_name>; default: export one")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--requests", type=int, default=200, help="batch-1 requests per round")
+    parser.add_argument("--quick", action="store_true", help="1 round (a first look)")
+    report.add_output_flags(parser)
     return parser
 
 
@@ -51,7 +56,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
 
-from bench import loadgen, raw_clients  # noqa: E402
+from bench import loadgen, raw_clients, report  # noqa: E402
 
 from common import export_versions, signature  # noqa: E402
 from serving.grpc_client import GrpcClient  # noqa: E402
@@ -224,44 +229,43 @@ def run_rounds(makers, jpegs, rounds, requests):
     return figures
 
 
-def medians(figures):
-    return {path: {m: statistics.median(v) for m, v in metrics.items()}
-            for path, metrics in figures.items()}
+def ratio_cell(figures, path, metric):
+    """'1,234 (0.73x (0.70-0.75 over 3 rounds))': the median and its per-round ratio to in-process."""
+    if metric not in figures[path]:
+        return ""
+    values = figures[path][metric]
+    ratios = [v / b for v, b in zip(values, figures["in-process"][metric])]
+    return f"{statistics.median(values):,.0f} ({report.ratio_figure(ratios)})"
 
 
-def print_table(figures, description):
-    print(f"\nbench_serving: {description}")
-    print(f"{'path':<11}{'single p50':>11}{'single p99':>11}{'batch32 img/s':>14}"
-          f"{'x in-proc':>10}{'8-client req/s':>15}{'x in-proc':>10}{'p50':>9}{'p99':>9}")
-    med = medians(figures)
-    base = med["in-process"]
-    for path in FIRST_TABLE:
-        m = med[path]
-        print(f"{path:<11}{m['single_p50_ms']:>9.2f}ms{m['single_p99_ms']:>9.2f}ms"
-              f"{m['batch_images_per_s']:>14.0f}{m['batch_images_per_s'] / base['batch_images_per_s']:>10.2f}"
-              f"{m['load8_requests_per_s']:>15.0f}{m['load8_requests_per_s'] / base['load8_requests_per_s']:>10.2f}"
-              f"{m['load8_p50_ms']:>7.2f}ms{m['load8_p99_ms']:>7.2f}ms")
-    print("(medians over rounds; latencies in ms; 'x in-proc' = ratio to the SavedModel called "
-          "in this process in the same round)")
+def latency_cell(figures, path, metric):
+    return f"{statistics.median(figures[path][metric]):.2f} ms" if metric in figures[path] else ""
 
 
-def print_batching_table(figures):
-    """Batch-1 requests under load against the --enable_batching server."""
-    med = medians(figures)
-    base = med["in-process"]
-    print(f"\nserver-side batching ({' '.join(BATCHING_PARAMETERS.split())}):")
-    print(f"{'path':<15}" + "".join(f"{f'{n}-client req/s':>16}{'x in-proc':>10}{'p50':>9}{'p99':>9}"
-                                    for n in (LOAD_CLIENTS, MANY_CLIENTS)))
-    for path in BATCHING_TABLE:
-        cells = ""
-        for n in (LOAD_CLIENTS, MANY_CLIENTS):
-            rate = med[path][f"load{n}_requests_per_s"]
-            cells += (f"{rate:>16.0f}{rate / base[f'load{n}_requests_per_s']:>10.2f}"
-                      f"{med[path][f'load{n}_p50_ms']:>7.2f}ms{med[path][f'load{n}_p99_ms']:>7.2f}ms")
-        print(f"{path:<15}{cells}")
-    print("(in-process: the SavedModel called directly by the same number of threads, no batching; "
-          "its 8-client figures are the table above's; -raw: bench/raw_clients.py's clients "
-          "against the server without batching)")
+def table_rows(figures):
+    """A row per path: batch-1 latency, batch-32 images/s, and the load figures at 8 and 32
+    clients (the batching paths: only under load)."""
+    return [[path, latency_cell(figures, path, "single_p50_ms"), latency_cell(figures, path, "single_p99_ms"),
+             ratio_cell(figures, path, "batch_images_per_s"),
+             ratio_cell(figures, path, f"load{LOAD_CLIENTS}_requests_per_s"),
+             latency_cell(figures, path, f"load{LOAD_CLIENTS}_p50_ms"),
+             latency_cell(figures, path, f"load{LOAD_CLIENTS}_p99_ms"),
+             ratio_cell(figures, path, f"load{MANY_CLIENTS}_requests_per_s"),
+             latency_cell(figures, path, f"load{MANY_CLIENTS}_p99_ms")]
+            for path in FIRST_TABLE + BATCHING_TABLE[1:]]
+
+
+def print_report(header, figures):
+    report.print_report(
+        None, "bench_serving: the stand-in over REST and gRPC against in-process", header,
+        ["path", "batch-1 p50", "batch-1 p99", "batch-32 img/s (x in-proc)",
+         f"{LOAD_CLIENTS} clients req/s (x in-proc)", "p50", "p99",
+         f"{MANY_CLIENTS} clients req/s (x in-proc)", "p99"],
+        table_rows(figures), (),
+        ["no goal (issue 34 retired them); in-process: the SavedModel called by the same number "
+         "of threads, no batching; rest, grpc: the project's clients; -raw: bench/raw_clients.py's "
+         "clients against the server without batching; +batching: the same clients against a "
+         f"stand-in with --enable_batching ({' '.join(BATCHING_PARAMETERS.split())})"])
 
 
 FIRST_TABLE = ("in-process", "rest", "grpc")  # the project's own clients, no batching
@@ -286,10 +290,25 @@ def make_makers(loaded, model_name, servers):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    if args.quick:
+        args.rounds = 1
+    log_path = args.log_file or report.default_log_path("bench_serving")
+    header = f"{report.machine_line()}; library lines: {log_path}"
+    description, figures = console.exit_on_user_error(measure_quietly, args, log_path)
+    print_report(f"{header}; {description}", figures)
+    return figures
+
+
+def measure_quietly(args, log_path):
+    with report.libraries_to_log(log_path):
+        return measure_all(args)
+
+
+def measure_all(args):
+    """(what was served, {path: {metric: [value per round]}})."""
     jpegs = make_digit_jpegs(256)
     with tempfile.TemporaryDirectory() as work_dir:
-        base, model_name, version, loaded = console.exit_on_user_error(
-            model_under_test, work_dir, args.model_base_path, jpegs)
+        base, model_name, version, loaded = model_under_test(work_dir, args.model_base_path, jpegs)
         batching_file = write_batching_parameters(work_dir)
         processes, servers = [], {}
         try:
@@ -304,9 +323,8 @@ def main(argv=None):
             for process in processes:
                 process.terminate()
                 process.wait(30)
-    print_table(figures, f"{model_name} v{version} from {base if args.model_base_path else 'a 1-step small_cnn export'}, "
-                f"32x32 JPEGs, stand-in server in a subprocess, {os.cpu_count()} CPUs")
-    print_batching_table(figures)
+    served = base if args.model_base_path else "a 1-step small_cnn export"
+    return f"{model_name} v{version} from {served}, 32x32 JPEGs, stand-in in a subprocess", figures
 
 
 if __name__ == "__main__":

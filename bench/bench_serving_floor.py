@@ -12,20 +12,19 @@ InProcessClient):
             least work any :predict server does per request
   stand-in  python -m serving.standin.server --enable_batching
 
-each loaded by 8 clients of two kinds: bench/raw_clients.py's (Python threads,
-what bench_serving uses) and ApacheBench (`ab -k -c 8`, one C thread; skipped if
-`ab` is not installed; it counts answers of another length as "failed", which the
-stand-in's float texts make normal, so only connection errors and non-2xx count).
-Both servers get bench_serving.BATCHING_PARAMETERS. Also printed: the server
-process's CPU per request (/proc/PID/stat) and how busy the 2 cores were.
+each loaded by 8 clients: bench/raw_clients.py's (Python threads over
+bench/loadgen.py, what bench_serving uses; no tool outside the project). Both servers
+get bench_serving.BATCHING_PARAMETERS. Also printed: the server process's CPU per
+request (/proc/PID/stat), how busy the 2 cores were, and where the stand-in's extra
+Python time goes (bench/serving_steps.py). The table is bench/report.py's; the
+libraries' lines go to the log file it names.
 
-    .venv/bin/python -m bench.bench_serving_floor          # ~4 minutes on 2 cores
+    .venv/bin/python -m bench.bench_serving_floor          # ~1 minute on 2 cores
+    .venv/bin/python -m bench.bench_serving_floor --quick  # ~30 seconds: 2 rounds of 1000
     .venv/bin/python -m bench.bench_serving_floor --model_base_path OUT/export/image_classifier
 """
-import json
+import contextlib
 import os
-import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -41,6 +40,8 @@ def build_parser():
     parser.add_argument("--model_base_path", help="OUT/export/<model_name>; default: export one")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--requests", type=int, default=2000, help="per path and round")
+    parser.add_argument("--quick", action="store_true", help="2 rounds of 1000 requests")
+    report.add_output_flags(parser)
     return parser
 
 
@@ -51,13 +52,10 @@ if __name__ == "__main__":  # --help and flag mistakes answer before TensorFlow 
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from bench import bench_serving, floor_server, loadgen, raw_clients, serving_steps  # noqa: E402
-from common import signature  # noqa: E402
-from serving.rest_client import make_rest_predict_body  # noqa: E402
+from bench import bench_serving, floor_server, loadgen, raw_clients, report, serving_steps  # noqa: E402
 
 CLIENTS = 8
 SERVER_START_SECONDS = 300
-AB_ERRORS = re.compile(r"Connect: (\d+), Receive: (\d+), Length: \d+, Exceptions: (\d+)")
 
 
 def process_cpu_seconds(pid):
@@ -89,18 +87,6 @@ def start_floor_server(model_base_path, batching_file, answer_jpeg):
     raise RuntimeError(f"bench.floor_server did not start (exit code {process.poll()})")
 
 
-def run_ab(port, model_name, body_file, requests):
-    """requests/s of `ab -k -c CLIENTS`; RuntimeError on connection errors or non-2xx answers."""
-    out = subprocess.run(
-        ["ab", "-q", "-k", "-c", str(CLIENTS), "-n", str(requests), "-p", body_file, "-T",
-         "application/json", f"http://127.0.0.1:{port}/v1/models/{model_name}:predict"],
-        capture_output=True, text=True, timeout=600).stdout
-    errors = AB_ERRORS.search(out)
-    if "Non-2xx responses" in out or (errors and errors.groups() != ("0", "0", "0")):
-        raise RuntimeError(f"ab saw failed requests:\n{out}")
-    return float(re.search(r"Requests per second:\s+([\d.]+)", out).group(1))
-
-
 def measure(run, pid, requests):
     """(requests/s, server CPU ms per request, cores busy share) of one run() -> requests/s."""
     cpu_before = process_cpu_seconds(pid) if pid else 0.0
@@ -121,16 +107,13 @@ def load_run(make_client, jpegs, requests):
     return run
 
 
-def make_runs(loaded, servers, jpegs, body_file, requests):
+def make_runs(loaded, servers, jpegs, requests):
     """{path: (run, server pid or None)}; servers: {name: (process, port, model name)}."""
     runs = {"in-process": (load_run(lambda: bench_serving.InProcessClient(loaded), jpegs,
                                     requests), None)}
     for name, (process, port, model) in servers.items():
         raw_client = lambda p=port, m=model: raw_clients.RawRestClient("127.0.0.1", p, m)  # noqa: E731
         runs[f"{name}, Python clients"] = (load_run(raw_client, jpegs, requests), process.pid)
-        if shutil.which("ab"):
-            runs[f"{name}, ab"] = (lambda p=port, m=model: run_ab(p, m, body_file, requests),
-                                   process.pid)
     return runs
 
 
@@ -145,27 +128,38 @@ def run_rounds(runs, rounds, requests):
     return figures
 
 
-def print_table(figures):
-    base = statistics.median(rate for rate, _, _ in figures["in-process"])
-    print(f"\nbench_serving_floor: {CLIENTS} clients, batch-1 requests, medians of "
-          f"{len(figures['in-process'])} rounds, {os.cpu_count()} CPUs")
-    print(f"{'path':<28}{'req/s':>8}{'x in-proc':>10}{'x floor':>9}{'server CPU/req':>16}"
-          f"{'cores busy':>12}")
-    for path, rows in figures.items():
-        rate = statistics.median(r for r, _, _ in rows)
-        cpu = statistics.median(c for _, c, _ in rows)
-        busy = statistics.median(b for _, _, b in rows)
-        cpu_text = "" if cpu != cpu else f"{cpu:.2f} ms"
+def table_rows(figures):
+    """A row per path: req/s (median), x in-process and x floor (medians of per-round ratios,
+    with their spread), server CPU per request, how busy the cores were."""
+    rows = []
+    for path, rounds in figures.items():
+        rates = [rate for rate, _, _ in rounds]
+        cpu = statistics.median(c for _, c, _ in rounds)
+        busy = statistics.median(b for _, _, b in rounds)
         floor = figures.get(path.replace("stand-in", "floor")) if path.startswith("stand-in") else None
-        floor_text = f"{rate / statistics.median(r for r, _, _ in floor):.2f}" if floor else ""
-        print(f"{path:<28}{rate:>8.0f}{rate / base:>10.2f}{floor_text:>9}{cpu_text:>16}"
-              f"{busy:>11.0%}")
-    if not shutil.which("ab"):
-        print("(no `ab` rows: ApacheBench is not installed; apt-get install apache2-utils)")
-    for path in [p for p in figures if p.startswith("stand-in")]:
-        pairs = zip(figures[path], figures[path.replace("stand-in", "floor")])
-        print(f"({path}: x floor per round {[round(s[0] / f[0], 2) for s, f in pairs]})")
-    print(f"(rounds: {[round(r) for r, _, _ in figures['in-process']]} req/s in-process)")
+        rows.append([path, f"{statistics.median(rates):,.0f}",
+                     report.ratio_figure(per_round(rounds, figures["in-process"])),
+                     report.ratio_figure(per_round(rounds, floor)) if floor else "",
+                     "" if cpu != cpu else f"{cpu:.2f} ms", f"{busy:.0%}"])
+    return rows
+
+
+def per_round(rounds, base_rounds):
+    return [own[0] / base[0] for own, base in zip(rounds, base_rounds)]
+
+
+def print_report(out, header, figures, steps):
+    ratio = report.ratio_figure(per_round(figures["stand-in, Python clients"],
+                                          figures["floor, Python clients"]))
+    report.print_report(
+        out, f"bench_serving_floor: {CLIENTS} clients, batch-1 REST requests, with batching",
+        header, ["path", "req/s (median)", "x in-process", "x floor", "server CPU/req", "cores busy"],
+        table_rows(figures),
+        [f"figure (no goal: issue 34 retired it): stand-in / floor {ratio}"],
+        [f"docs row: | serving | none (the figure stays) | stand-in / floor {ratio} | "
+         f"`.venv/bin/python -m bench.bench_serving_floor` |"])
+    with contextlib.redirect_stdout(out):
+        serving_steps.print_table(steps)
 
 
 def start_servers(base, model_name, work_dir, jpeg):
@@ -187,24 +181,35 @@ def start_servers(base, model_name, work_dir, jpeg):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    if args.quick:
+        args.rounds, args.requests = 2, 1000
+    log_path = args.log_file or report.default_log_path("bench_serving_floor")
+    header = f"{report.machine_line()}; library lines: {log_path}"
+    figures, steps = console.exit_on_user_error(measure_quietly, args, log_path)
+    print_report(sys.stdout, header, figures, steps)
+
+
+def measure_quietly(args, log_path):
+    with report.libraries_to_log(log_path):
+        return measure_all(args)
+
+
+def measure_all(args):
+    """(figures of run_rounds, serving_steps' rows)."""
     jpegs = bench_serving.make_digit_jpegs(256)
     with tempfile.TemporaryDirectory() as work_dir:
-        base, model_name, _, loaded = console.exit_on_user_error(
-            bench_serving.model_under_test, work_dir, args.model_base_path, jpegs)
-        body_file = os.path.join(work_dir, "body.json")
-        with open(body_file, "w") as f:
-            json.dump(make_rest_predict_body(jpegs[:1], signature.SIGNATURE_DEFAULT), f)
+        base, model_name, _, loaded = bench_serving.model_under_test(
+            work_dir, args.model_base_path, jpegs)
         servers = start_servers(base, model_name, work_dir, jpegs[0])
         try:
-            figures = run_rounds(make_runs(loaded, servers, jpegs, body_file, args.requests),
+            figures = run_rounds(make_runs(loaded, servers, jpegs, args.requests),
                                  args.rounds, args.requests)
         finally:
             for process, _, _ in servers.values():
                 process.terminate()
                 process.wait(30)
         steps = serving_steps.measure(base, model_name, jpegs[0], args.rounds)  # servers gone
-    print_table(figures)
-    serving_steps.print_table(steps)
+    return figures, steps
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Benchmark: the Keras engine's training steps/s against the Estimator engine's, and a warm-started fine-tune.
 
-    .venv/bin/python -m bench.bench_train                 # from the repo root; ~15 minutes on 2 cores
+    .venv/bin/python -m bench.bench_train                 # from the repo root; ~9 minutes on 2 cores
+    .venv/bin/python -m bench.bench_train --quick         # ~4 minutes: 2 rounds, 1 fine-tune repeat
     .venv/bin/python -m bench.bench_train --models small_cnn --rounds 2 --steps 40 --finetune_steps 0
     .venv/bin/python -m bench.bench_train --models resnet50,efficientnet_b0,mobilenet_v2 \
         --photo_rounds 2 --photo_steps 20 --photo_batch_size 4 --finetune_steps 0   # 224x224, ~8 min
@@ -17,10 +18,11 @@ trainer/keras/model.py's TrainingModel as the engine does (iterations_per_loop s
 per call), timed after a warm-up call that traces it. The machine is shared, so rounds
 alternate and each ratio compares runs of the same round.
 
-Also prints model FLOPs/second (3 x the forward FLOPs that TensorFlow's
-profiler counts, times steps/second) against a float32 matmul rate measured
-in the same round, by wall time and per CPU second (the steadier one here).
-Goal: Keras engine >= 1.0 x Estimator engine (the same work, no Estimator overhead).
+Also prints each engine's CPU seconds per step (all threads), the steadier comparison
+when other jobs share the cores. Goal: Keras engine >= 1.0 x Estimator engine by steps/s
+(the same work, no Estimator overhead), the median of the per-round ratios
+(bench/report.py: MET when it is at or above the goal). One table; the libraries' lines
+go to the log file it names.
 
 The networks with a backbone (resnet50, efficientnet_b0, mobilenet_v2) run at
 --photo_image_size (224) with --photo_batch_size, --photo_steps and
@@ -53,15 +55,17 @@ import sys
 import tempfile
 import time
 
+from bench import report as report_lib
 from common import console
 
 
 def build_parser():
     parser = console.ArgumentParser(prog="python -m bench.bench_train",
                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="small_cnn,resnet,resnet50,efficientnet_b0,mobilenet_v2",
-                        help="comma-separated nets ('' for none)")
-    parser.add_argument("--rounds", type=int, default=7, help="alternating rounds per model")
+    parser.add_argument("--models", default="small_cnn,resnet",
+                        help="comma-separated nets ('' for none; also resnet50, efficientnet_b0, "
+                             "mobilenet_v2 at --photo_image_size)")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per model")
     parser.add_argument("--steps", type=int, default=60, help="training steps per run")
     parser.add_argument("--examples", type=int, default=1024, help="digit JPEGs written")
     parser.add_argument("--photo_image_size", type=int, default=224,
@@ -87,6 +91,9 @@ def build_parser():
                         help="target training images per digit; all the others evaluate")
     parser.add_argument("--finetune_repeats", type=int, default=2,
                         help="runs of each target run, their accuracy curves averaged")
+    parser.add_argument("--quick", action="store_true",
+                        help="2 rounds of 30 steps, one fine-tune repeat (a first look)")
+    report_lib.add_output_flags(parser)
     return parser
 
 
@@ -96,6 +103,8 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.finetune_repeats < 1:
         parser.error(f"--finetune_repeats={args.finetune_repeats} must be at least 1")
+    if args.quick:
+        args.rounds, args.steps, args.photo_rounds, args.finetune_repeats = 2, 30, 1, 1
     return args
 
 
@@ -119,10 +128,10 @@ CACHED_BATCHES = 16     # distinct batches both sides cycle through
 # Excluded from the rate: graph building, the first step's allocations, and the first pass over
 # the cached batches, which decodes their JPEGs (timing from step 5 counted 11 batches of decoding).
 WARMUP_STEPS = CACHED_BATCHES
-MATMUL_SIZE = 1024
 # Scratch's final accuracy is the mean of its last evaluations: one evaluation's ups and downs
 # (0.944-0.960 on a plateau, 2026-11-25) must not decide whether a run "reached" it.
 FINAL_EVALUATIONS = 3
+GOAL_KERAS_VS_ESTIMATOR = 1.0
 
 
 def write_dataset(directory, count):
@@ -201,72 +210,30 @@ def run_keras(params, input_fn, steps):
     return steps / (time.perf_counter() - wall), (time.process_time() - cpu) / steps
 
 
-def forward_flops(params):
-    """FLOPs of one forward pass of a train batch, as TensorFlow's profiler counts them."""
-    batch, size = params["train_batch_size"], params["image_size"]
-    graph = tf.Graph()
-    with graph.as_default(), nets.fixed_learning_phase():
-        model = nets.build_from_params(params)
-        model(tf.compat.v1.placeholder(tf.float32, [batch, size, size, 3]), training=False)
-        options = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
-        options["output"] = "none"
-        return tf.compat.v1.profiler.profile(graph, options=options).total_float_ops
-
-
-def matmul_rates(repeats=20):
-    """float32 [n, n] x [n, n] matmul: (FLOPs per wall second, FLOPs per CPU second) now.
-
-    2 n^3 FLOPs each. Per CPU second (all threads) is the steadier figure when
-    other jobs share the cores.
-    """
-    a = tf.random.normal([MATMUL_SIZE, MATMUL_SIZE])
-    tf.linalg.matmul(a, a).numpy()  # warm up
-    start, cpu_start = time.perf_counter(), time.process_time()
-    for _ in range(repeats):
-        result = tf.linalg.matmul(a, a)
-    result.numpy()
-    flops = repeats * 2 * MATMUL_SIZE ** 3
-    return flops / (time.perf_counter() - start), flops / (time.process_time() - cpu_start)
-
-
 def bench_model(params, input_fn, rounds, steps):
-    """Alternating rounds of estimator, keras, matmul; returns the per-round figures."""
+    """Alternating rounds of estimator, keras; returns the per-round figures."""
     rows = []
     for _ in range(rounds):
         estimator, estimator_cpu = run_estimator(params, input_fn, steps)
         keras, keras_cpu = run_keras(params, input_fn, steps)
-        matmul, matmul_per_cpu = matmul_rates()
-        rows.append({"estimator": estimator, "keras": keras, "matmul": matmul,
-                     "matmul_per_cpu": matmul_per_cpu,
+        rows.append({"estimator": estimator, "keras": keras,
                      "estimator_cpu": estimator_cpu, "keras_cpu": keras_cpu})
     return rows
 
 
-def report(name, params, rows):
-    """Prints per-round and median figures; returns (wall ratio, CPU ratio, utilisation):
-    ratios of the Keras engine to the Estimator engine, above 1 when Keras is faster."""
-    train_flops = 3 * forward_flops(params)
+def speed_row(name, params, rows):
+    """A table row: each engine's median steps/s and CPU ms per step, and the Keras / Estimator
+    ratios (medians of the per-round ratios, with their spread)."""
     median = lambda key: statistics.median(row[key] for row in rows)  # noqa: E731
-    ratio = statistics.median(row["keras"] / row["estimator"] for row in rows)
-    cpu_ratio = statistics.median(row["estimator_cpu"] / row["keras_cpu"] for row in rows)
-    utilisation = statistics.median(row["estimator"] * train_flops / row["matmul"] for row in rows)
-    # The same per CPU second: FLOPs per step / CPU seconds per step, against matmul's.
-    cpu_utilisation = statistics.median(
-        train_flops / row["estimator_cpu"] / row["matmul_per_cpu"] for row in rows)
-    print(f"\n{name}: batch {params['train_batch_size']}, {params['image_size']}px, "
-          f"{train_flops / 1e9:.3f} GFLOP per training step (3 x forward)")
-    for row in rows:
-        print(f"  round: estimator {row['estimator']:6.2f} steps/s ({1e3 * row['estimator_cpu']:5.0f}"
-              f" CPU ms/step), keras {row['keras']:6.2f} steps/s ({1e3 * row['keras_cpu']:5.0f}"
-              f" CPU ms/step), matmul {row['matmul'] / 1e9:6.1f} GFLOP/s")
-    print(f"  median: estimator {median('estimator'):.2f} steps/s, keras {median('keras'):.2f} steps/s;"
-          f" Keras engine / Estimator engine = {ratio:.2f} by steps/s, {cpu_ratio:.2f} by CPU per step"
-          f" (goal >= 1.0): {'MET' if min(ratio, cpu_ratio) >= 1.0 else 'NOT MET'}")
-    print(f"  model {median('estimator') * train_flops / 1e9:.2f} GFLOP/s vs matmul "
-          f"{median('matmul') / 1e9:.1f} GFLOP/s: {100 * utilisation:.0f}% of the matmul rate; "
-          f"per CPU second {train_flops / median('estimator_cpu') / 1e9:.1f} vs "
-          f"{median('matmul_per_cpu') / 1e9:.1f} GFLOP: {100 * cpu_utilisation:.0f}%")
-    return ratio, cpu_ratio, utilisation, cpu_utilisation
+    return [name, params["image_size"], params["train_batch_size"],
+            f"{median('estimator'):.2f}", f"{median('keras'):.2f}",
+            report_lib.ratio_figure(wall_ratios(rows)),
+            f"{1e3 * median('estimator_cpu'):.0f} / {1e3 * median('keras_cpu'):.0f}",
+            report_lib.ratio_figure(row["estimator_cpu"] / row["keras_cpu"] for row in rows)]
+
+
+def wall_ratios(rows):
+    return [row["keras"] / row["estimator"] for row in rows]
 
 
 def model_params(name, pattern, directory, args):
@@ -278,22 +245,40 @@ def model_params(name, pattern, directory, args):
     return chain.resolve(flags)
 
 
-def print_speed_table(results):
-    """The per-model medians as one markdown table."""
-    print("\n| model | px | batch | Keras / Estimator engine, steps/s | Keras / Estimator engine, by CPU s "
-          "per step | Estimator engine's model FLOPs per CPU-second / matmul rate |\n|---|---|---|---|---|---|")
-    for name, (params, (ratio, cpu_ratio, _, cpu_utilisation)) in results.items():
-        print(f"| {name} | {params['image_size']} | {params['train_batch_size']} | {ratio:.2f} | "
-              f"{cpu_ratio:.2f} | {100 * cpu_utilisation:.0f}% |")
+def print_report(header, speeds, finetune):
+    """The one table (engine speeds), the goal lines, the fine-tune table as notes."""
+    goals = [report_lib.goal_line(f"{name}: Keras engine / Estimator engine, steps/s",
+                                  wall_ratios(rows), GOAL_KERAS_VS_ESTIMATOR)
+             for name, (_, rows) in speeds.items()]
+    notes = list(finetune)
+    figures = ", ".join(f"{name} {report_lib.ratio_figure(wall_ratios(rows))}"
+                        for name, (_, rows) in speeds.items())
+    if speeds:
+        notes.append(f"docs row: | training | Keras engine >= {GOAL_KERAS_VS_ESTIMATOR:.1f}x the "
+                     f"Estimator engine (steps/s) | {figures} | `.venv/bin/python -m bench.bench_train` |")
+    report_lib.print_report(
+        None, "bench_train: training steps/s, Keras engine against Estimator engine", header,
+        ["model", "px", "batch", "Estimator steps/s", "Keras steps/s", "Keras / Estimator, steps/s",
+         "CPU ms/step, Estimator / Keras", "Keras / Estimator, by CPU per step"],
+        [speed_row(name, params, rows) for name, (params, rows) in speeds.items()], goals, notes)
 
 
 def run(argv=None):
     args = parse_args(argv)
-    tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.WARN)
-    print(f"TensorFlow {tf.__version__}; {args.rounds} rounds x {args.steps} steps (backbone "
-          f"networks: {args.photo_rounds} x {args.photo_steps}; {WARMUP_STEPS} warm-up steps not "
-          f"timed); defaults from trainer/settings/table.py")
-    results = {}
+    log_path = args.log_file or report_lib.default_log_path("bench_train")
+    header = (f"{report_lib.machine_line()}; TensorFlow {tf.__version__}; {args.rounds} rounds x "
+              f"{args.steps} steps (backbone networks: {args.photo_rounds} x {args.photo_steps}; "
+              f"{WARMUP_STEPS} warm-up steps not timed); library lines: {log_path}")
+    with report_lib.libraries_to_log(log_path):
+        tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.WARN)
+        speeds, finetune = measure(args)
+    print_report(header, speeds, finetune[1] if finetune else [])
+    return dict(speeds, **({"finetune": finetune[0]} if finetune else {}))
+
+
+def measure(args):
+    """({model: (params, per-round rows)}, (fine-tune runs, its table's lines) or None)."""
+    speeds, finetune = {}, None
     with tempfile.TemporaryDirectory() as directory:
         pattern = write_dataset(directory, args.examples)
         input_fn = make_cached_input_fn(pattern)
@@ -301,12 +286,10 @@ def run(argv=None):
             params = model_params(name, pattern, directory, args)
             photo = nets.has_backbone(name)
             rounds, steps = (args.photo_rounds, args.photo_steps) if photo else (args.rounds, args.steps)
-            results[name] = (params, report(name, params, bench_model(params, input_fn, rounds, steps)))
-        if results:
-            print_speed_table(results)
+            speeds[name] = (params, bench_model(params, input_fn, rounds, steps))
         if args.finetune_steps:
-            results["finetune"] = bench_finetune(f"{directory}/finetune", args)
-    return results
+            finetune = bench_finetune(f"{directory}/finetune", args)
+    return speeds, finetune
 
 
 def split_digits(labels, train_per_label=None, eval_every=5):
@@ -363,7 +346,8 @@ def final_accuracy(curve):
 
 
 def bench_finetune(directory, args):
-    """Source on digits 0-4; target digits 5-9 from scratch and warm-started; prints a table."""
+    """Source on digits 0-4; target digits 5-9 from scratch and warm-started; returns (the
+    averaged runs, the lines of their table)."""
     logging.getLogger().setLevel(logging.WARNING)
     tf.get_logger().setLevel(logging.ERROR)  # TF's deprecation notes, once per graph
     digits = [str(i) for i in range(10)]
@@ -381,28 +365,28 @@ def bench_finetune(directory, args):
             f"{directory}/target_data", f"{directory}/warm{repeat}", args, args.finetune_steps,
             warm_start_from=f"{directory}/source", **target))
     runs = {name: average_runs(results) for name, results in repeats.items()}
-    print_finetune_table(args, source, source_seconds, runs, len(target_splits["eval"]))
-    return runs
+    return runs, finetune_lines(args, source, source_seconds, runs, len(target_splits["eval"]))
 
 
-def print_finetune_table(args, source, source_seconds, runs, eval_images):
+def finetune_lines(args, source, source_seconds, runs, eval_images):
     target = final_accuracy(runs["from scratch"][0])
-    print(f"\nFine-tuning {args.finetune_model} at {args.finetune_image_size} px: source digits 0-4, "
-          f"{args.finetune_source_steps} steps ({source_seconds:.0f} s), eval accuracy {source[-1][1]:.3f};\n"
-          f"target digits 5-9 ({args.finetune_train_per_label} training images each, "
-          f"{eval_images} eval images, learning_rate {args.finetune_learning_rate}), mean of "
-          f"{args.finetune_repeats} run(s) each, "
-          f"{args.finetune_steps} steps, eval every {args.finetune_eval_every}; scratch's final "
-          f"accuracy = the mean of its last {FINAL_EVALUATIONS} evaluations, {target:.4f}")
-    print("\n| target run | " + " | ".join(f"step {step}" for step, _ in runs["from scratch"][0])
-          + f" | steps to reach scratch's final {target:.4f} (bold) | time |")
-    print("|---|" + "---|" * (len(runs["from scratch"][0]) + 2))
+    lines = [
+        f"Fine-tuning {args.finetune_model} at {args.finetune_image_size} px: source digits 0-4, "
+        f"{args.finetune_source_steps} steps ({source_seconds:.0f} s), eval accuracy {source[-1][1]:.3f}; "
+        f"target digits 5-9 ({args.finetune_train_per_label} training images each, "
+        f"{eval_images} eval images, learning_rate {args.finetune_learning_rate}), mean of "
+        f"{args.finetune_repeats} run(s) each, {args.finetune_steps} steps, eval every "
+        f"{args.finetune_eval_every}; scratch's final accuracy = the mean of its last "
+        f"{FINAL_EVALUATIONS} evaluations, {target:.4f}", "",
+        "| target run | " + " | ".join(f"step {step}" for step, _ in runs["from scratch"][0])
+        + f" | steps to reach scratch's final {target:.4f} (bold) | time |",
+        "|---|" + "---|" * (len(runs["from scratch"][0]) + 2)]
     for name, (curve, seconds) in runs.items():
         reached = first_step_reaching(curve, target)
         cells = (f"**{value:.3f}**" if step == reached else f"{value:.3f}" for step, value in curve)
-        print(f"| {name} | " + " | ".join(cells)
-              + f" | {reached if reached is not None else 'not reached'} | {seconds:.0f} s in all |")
-    print("\n" + finetune_verdict(runs, target, args.finetune_steps))
+        lines.append(f"| {name} | " + " | ".join(cells)
+                     + f" | {reached if reached is not None else 'not reached'} | {seconds:.0f} s in all |")
+    return lines + ["", "goal: " + finetune_verdict(runs, target, args.finetune_steps)]
 
 
 def finetune_verdict(runs, target, steps):

@@ -138,6 +138,12 @@ def build_pipeline_options(pipeline_args, info_loggers=()):
     return options
 
 
+def has_one_worker(options):
+    """The local runner with one worker (the default here): no other worker to spread work to."""
+    return (runner_name(options) == LOCAL_RUNNER
+            and options.view_as(DirectOptions).direct_num_workers == 1)
+
+
 def is_loopback(options):
     """--environment_type LOOPBACK: the portable runner's workers are this process, which
     imports the checkout already; staging setup.py would only build an sdist nobody installs."""

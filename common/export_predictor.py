@@ -41,10 +41,23 @@ def load_export(export_dir):
     return LoadedExport(export_dir, loaded.signatures[signature.SIGNATURE_DEFAULT], labels, loaded)
 
 
+def call_signature(function, tensors):
+    """{output: tensor} of a loaded signature called with {input: tensor}.
+
+    The flat call TF falls back to for an estimator export's signatures: the keyword call
+    first fails a structured binding whose error text reprs every input tensor, a cost that
+    grows with the batch (~6 ms of Python per batch of 64 small JPEGs). It is TF 2.15's
+    private method (the lock pins TF), so a TensorFlow without it gets the keyword call."""
+    flat_call = getattr(function, "_call_with_flat_signature", None)
+    if flat_call is None:
+        return function(**tensors)
+    return flat_call((), tensors)
+
+
 def predict_probabilities(export, jpegs):
     """float32 [len(jpegs), num_classes] probabilities for a batch of JPEG bytes."""
     inputs = tf.constant(np.asarray(list(jpegs), dtype=object), dtype=tf.string)
-    outputs = export.function(**{signature.INPUT_IMAGE_BYTES: inputs})
+    outputs = call_signature(export.function, {signature.INPUT_IMAGE_BYTES: inputs})
     return outputs[signature.OUTPUT_PROBABILITIES].numpy()
 
 

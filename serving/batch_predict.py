@@ -70,8 +70,11 @@ def make_parser():
                              "and OUTPUT.summary.json")
     parser.add_argument("--format", default="jsonl", choices=signature.PREDICTION_FORMATS)
     parser.add_argument("--top_k", type=int, default=signature.DEFAULT_TOP_K)
-    parser.add_argument("--min_batch_size", type=int, default=1)
-    parser.add_argument("--max_batch_size", type=int, default=DEFAULT_MAX_BATCH_SIZE)
+    parser.add_argument("--min_batch_size", type=int, default=1,
+                        help="smallest batch Beam's adaptive batching forms of --input_tfrecord's "
+                             "records (a CSV or images are cut into --max_batch_size as read)")
+    parser.add_argument("--max_batch_size", type=int, default=DEFAULT_MAX_BATCH_SIZE,
+                        help="images per model call")
     return parser
 
 

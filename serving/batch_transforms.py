@@ -5,6 +5,7 @@ have parsed (--help stays fast).
 
     .venv/bin/python -m serving.batch_predict --help     # the command; this module is its pipeline
 """
+import collections
 import hashlib
 import typing
 
@@ -15,6 +16,7 @@ from apache_beam.ml.inference.base import (
     KeyedModelHandler, ModelHandler, PredictionResult, RunInference)
 
 from common import export_predictor, prediction_inputs, prediction_records
+from common.chunks import split_into_chunks
 
 # Beam 2.77 imports the standard `resource` module in one try with its torch-based
 # ModelManager, so without torch (.venv-keras) it takes `resource` to be missing: RunInference
@@ -32,87 +34,113 @@ PAIR_COUNTER, PAIR_SEP, UNKNOWN_LABEL_COUNTER = "pair", "\t", "label_unknown"
 
 
 class SavedModelHandler(ModelHandler):
-    """RunInference's extension point for an Estimator export: image bytes in, probabilities out.
+    """RunInference's extension point for an Estimator export: batches of image bytes in,
+    probabilities out.
 
     Beam's own TFModelHandlerTensor loads with tf.keras.models.load_model, which
     does not load an Estimator's TF1-style export, and importing Beam's
     tensorflow_inference module needs tensorflow-hub (whose tf-keras pulls a
     newer TensorFlow). This handler needs neither: it loads the SavedModel's
-    serving signature with common/export_predictor.py. Batching is Beam's
-    (min_batch_size / max_batch_size, through BatchElements).
+    serving signature with common/export_predictor.py. Each element it is given is a
+    whole batch of images (a list of bytes): Beam's batching (--min_batch_size,
+    --max_batch_size, through BatchElements) happens before the images load
+    (PredictImages), so every step after it handles one element per batch, not per image;
+    Beam's per-element work is the cost that grows with the input.
     """
 
-    def __init__(self, export_dir, *, min_batch_size=None, max_batch_size=None):
-        super().__init__(min_batch_size=min_batch_size, max_batch_size=max_batch_size)
+    def __init__(self, export_dir):
+        super().__init__(min_batch_size=1, max_batch_size=1)  # an element is a batch already
         self._export_dir = export_dir
 
     def load_model(self):
         return export_predictor.load_export(self._export_dir)
 
     def run_inference(self, batch, model, inference_args=None):
-        """One PredictionResult per image; inference = (probabilities [C], class names)."""
-        probabilities = export_predictor.predict_probabilities(model, batch)
-        return [PredictionResult(jpeg, (row, model.labels)) for jpeg, row in zip(batch, probabilities)]
+        """One PredictionResult per batch of images; inference = (probabilities [n, C], class names)."""
+        return [PredictionResult(jpegs, (export_predictor.predict_probabilities(model, jpegs), model.labels))
+                for jpegs in batch]
 
     def get_num_bytes(self, batch):
-        return sum(len(jpeg) for jpeg in batch)
+        return sum(len(jpeg) for jpegs in batch for jpeg in jpegs)
 
     def get_metrics_namespace(self):
         return METRICS_NAMESPACE
 
 
 class LoadImages(beam.DoFn):
-    """(uri, label) or InputImage -> ((uri, label), checked image bytes); unusable ones go to
-    errors, counted."""
+    """A batch of (uri, label) or InputImages -> ([(uri, label), ...], [checked image bytes, ...])
+    for its usable images; each unusable one goes to errors (a list of its one record), counted."""
 
-    def process(self, item):
-        image = (item if isinstance(item, prediction_inputs.InputImage)
-                 else prediction_inputs.load_uri(*item))
-        if image.error:
-            Metrics.counter(METRICS_NAMESPACE, f"error_{image.error[0]}").inc()
-            yield beam.pvalue.TaggedOutput(ERRORS_TAG, prediction_records.make_error_record(
-                image.uri, *image.error, label=image.label))
-            return
-        yield (image.uri, image.label), image.jpeg
+    def process(self, items):
+        keys, jpegs = [], []
+        for item in items:
+            image = (item if isinstance(item, prediction_inputs.InputImage)
+                     else prediction_inputs.load_uri(*item))
+            if image.error:
+                Metrics.counter(METRICS_NAMESPACE, f"error_{image.error[0]}").inc()
+                yield beam.pvalue.TaggedOutput(ERRORS_TAG, [prediction_records.make_error_record(
+                    image.uri, *image.error, label=image.label)])
+                continue
+            keys.append((image.uri, image.label))
+            jpegs.append(image.jpeg)
+        if jpegs:
+            yield keys, jpegs
 
 
-def make_record(keyed_result, top_k):
-    (uri, label), result = keyed_result
+def make_records(keyed_result, top_k):
+    """The records of one batch's predictions, counted (predicted, and label pairs)."""
+    keys, result = keyed_result
     probabilities, labels = result.inference
-    Metrics.counter(METRICS_NAMESPACE, "predicted").inc()
-    record = prediction_records.make_prediction_record(uri, probabilities, labels, top_k, label)
-    if label is not None and label not in labels:
-        Metrics.counter(METRICS_NAMESPACE, UNKNOWN_LABEL_COUNTER).inc()
-    elif label is not None:
-        Metrics.counter(METRICS_NAMESPACE, PAIR_SEP.join([PAIR_COUNTER, label, record["class"]])).inc()
-    return record
+    records = [prediction_records.make_prediction_record(uri, row, labels, top_k, label)
+               for (uri, label), row in zip(keys, probabilities)]
+    Metrics.counter(METRICS_NAMESPACE, "predicted").inc(len(records))
+    unknown = [r for r in records if "label" in r and r["label"] not in labels]
+    if unknown:
+        Metrics.counter(METRICS_NAMESPACE, UNKNOWN_LABEL_COUNTER).inc(len(unknown))
+    pairs = collections.Counter((r["label"], r["class"]) for r in records
+                                if "label" in r and r["label"] in labels)
+    for pair, count in pairs.items():
+        Metrics.counter(METRICS_NAMESPACE, PAIR_SEP.join([PAIR_COUNTER, *pair])).inc(count)
+    return records
 
 
 class PredictImages(beam.PTransform):
-    """PCollection of (uri, label) or InputImages -> PCollection of records, one per input."""
+    """PCollection of batches (lists) of (uri, label) or InputImages -> PCollection of lists of
+    records: every input's record in one of them (a batch's predictions, or one error).
+    is_spread: the batches are spread over the workers first (Reshuffle): a file read by
+    one worker is classified by all of them; with a single worker that is only a cost."""
 
-    def __init__(self, model_handler, top_k):
+    def __init__(self, model_handler, top_k, is_spread=True):
         super().__init__()
         self._model_handler = model_handler
         self._top_k = top_k
+        self._is_spread = is_spread
 
-    def expand(self, uris):
-        loaded = (uris | "Spread" >> beam.Reshuffle()
-                  | "LoadImages" >> beam.ParDo(LoadImages()).with_outputs(ERRORS_TAG, main="images"))
+    def expand(self, batches):
+        if self._is_spread:
+            batches = batches | "Spread" >> beam.Reshuffle()
+        loaded = batches | "LoadImages" >> beam.ParDo(LoadImages()).with_outputs(
+            ERRORS_TAG, main="images")
         predicted = (loaded.images
                      | "RunInference" >> RunInference(KeyedModelHandler(self._model_handler))
-                     | "Format" >> beam.Map(make_record, self._top_k))
+                     | "Format" >> beam.Map(make_records, self._top_k))
         return (predicted, loaded[ERRORS_TAG]) | "AllRecords" >> beam.Flatten()
 
 
+def as_lines(records, to_line):
+    """One text block of records (a line each): written as one element, it gives their lines."""
+    return "\n".join(to_line(record) for record in records)
+
+
 def write_records(records, output, output_format):
-    """JSON-lines shards OUTPUT-NNNNN-of-NNNNN.jsonl, or one OUTPUT.csv with a header."""
+    """JSON-lines shards OUTPUT-NNNNN-of-NNNNN.jsonl, or one OUTPUT.csv with a header, from
+    lists of records."""
     if output_format == "csv":
-        return (records | "ToCsv" >> beam.Map(prediction_records.to_csv_line)
+        return (records | "ToCsv" >> beam.Map(as_lines, prediction_records.to_csv_line)
                 | "WriteCsv" >> beam.io.WriteToText(
                     output, file_name_suffix=".csv", num_shards=1, shard_name_template="",
                     header=",".join(prediction_records.CSV_COLUMNS)))
-    return (records | "ToJson" >> beam.Map(prediction_records.to_json_line)
+    return (records | "ToJson" >> beam.Map(as_lines, prediction_records.to_json_line)
             | "WriteJsonl" >> beam.io.WriteToText(output, file_name_suffix=".jsonl"))
 
 
@@ -122,23 +150,36 @@ def image_from_record(record):
 
 
 def read_inputs(pipeline, args):
-    """PCollection of (uri, label) (--input_csv, --input_images) or InputImages (--input_tfrecord)."""
+    """PCollection of batches (lists) of (uri, label) (--input_csv, --input_images) or of
+    InputImages (--input_tfrecord). A CSV or a list of images is cut into batches of
+    --max_batch_size as it is read (no Beam element per image); TFRecords are batched by
+    Beam's BatchElements (--min_batch_size to --max_batch_size)."""
+    size = args.max_batch_size
     if args.input_tfrecord:
         return (pipeline | "ReadTFRecords" >> beam.io.ReadFromTFRecord(args.input_tfrecord)
-                | "ParseRecords" >> beam.Map(image_from_record))
+                | "ParseRecords" >> beam.Map(image_from_record)
+                | "Batch" >> beam.BatchElements(min_batch_size=args.min_batch_size,
+                                                max_batch_size=size))
     if args.input_images:  # listed by the launcher (batch_predict.check_inputs)
-        return pipeline | "ListImages" >> beam.Create([(uri, None) for uri in args.image_files])
+        return pipeline | "ListImages" >> beam.Create(
+            list(split_into_chunks([(uri, None) for uri in args.image_files], size)))
     # Any: the lines give (uri, label) tuples and InputImage errors (a malformed line, a
     # header), and the tuple coder Beam infers from the generator would refuse the latter.
     return (pipeline | "CsvPath" >> beam.Create([args.input_csv])
-            | "ReadUris" >> beam.FlatMap(prediction_inputs.read_csv_uris).with_output_types(typing.Any))
+            | "ReadUris" >> beam.FlatMap(read_csv_batches, size).with_output_types(typing.Any))
+
+
+def read_csv_batches(path, size):
+    """Lists of up to size items of prediction_inputs.read_csv_uris(path), in file order."""
+    return split_into_chunks(prediction_inputs.read_csv_uris(path), size)
 
 
 def build_pipeline(pipeline, args, staged_prefix):
-    uris = read_inputs(pipeline, args)
-    handler = SavedModelHandler(args.model_dir, min_batch_size=args.min_batch_size,
-                                max_batch_size=args.max_batch_size)
-    records = uris | "Predict" >> PredictImages(handler, args.top_k)
+    from common import beam_pipeline
+    batches = read_inputs(pipeline, args)
+    records = batches | "Predict" >> PredictImages(
+        SavedModelHandler(args.model_dir), args.top_k,
+        is_spread=not beam_pipeline.has_one_worker(pipeline.options))
     return write_records(records, staged_prefix, args.format)
 
 

@@ -1,7 +1,9 @@
 """Every bench script runs at a tiny size, so none can break unnoticed between benchmark runs.
 
 Each is called through its own entry point, in process, with the smallest arguments it
-takes (seconds, not the minutes of `make bench`), and must print its result table.
+takes (seconds, not the minutes of `make bench`), and must print its one result table
+(bench/report.py's: a header naming the log file, the goal lines), none of the libraries'
+lines, and write nothing into the checkout.
 A new bench/bench_*.py fails test_every_bench_script_is_covered until it is added here.
 
     .venv/bin/python -m pytest tests/bench/test_bench_scripts.py
@@ -17,23 +19,37 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # {script: (entry point, tiny arguments, a line its output must hold)}; "{tmp}" is a scratch dir.
 SCRIPTS = {
     "bench_input": ("run", ["--rounds", "1", "--seconds", "0.2", "--digits", "64", "--photos", "8"],
-                    "train vs raw:"),
-    "bench_preprocess": ("main", ["--photos", "8", "--repeats", "1", "--workers", "2",
-                                  "--work_dir", "{tmp}/preprocess"], "photos 427x640"),
+                    "goal: photos: 8 JPEGs -> 224x224: input_fn train / raw"),
+    "bench_preprocess": ("main", ["--photos", "8", "--repeats", "1", "--workers", "2"],
+                         "goal: photos 427x640: pipeline / pool"),
     "bench_train": ("run", ["--models", "small_cnn", "--rounds", "1", "--steps", "18", "--examples", "64",
                             "--finetune_source_steps", "2", "--finetune_steps", "2",
-                            "--finetune_eval_every", "2"], "Keras engine / Estimator engine ="),
-    "bench_serving": ("main", ["--rounds", "1", "--requests", "4"], "in-process"),
-    "bench_serving_floor": ("main", ["--rounds", "1", "--requests", "8"], "stand-in, Python clients"),
+                            "--finetune_eval_every", "2"],
+                    "goal: small_cnn: Keras engine / Estimator engine, steps/s >= 1.00x"),
+    "bench_serving": ("main", ["--rounds", "1", "--requests", "4"], "| grpc+batching"),
+    "bench_serving_floor": ("main", ["--rounds", "1", "--requests", "8"], "stand-in / floor"),
     "bench_batch_predict": ("main", ["--run_dir", "{run_dir}", "--input_csv", "{input_csv}",
-                                     "--batch_size", "8"], "in-process model calls alone"),
+                                     "--batch_size", "8", "--rounds", "1", "--large_images", "20"],
+                            "goal: beam / in-process on 20 images >= 0.90x"),
 }
+# Lines the libraries print that must reach the log file, not the table.
+NOISE = ("WARNING", "I0000", "W0000", "tensorflow", "absl", "apache_beam", '{"accuracy"')
 
 # Run through their command, in a fresh process: bench_preprocess forks a multiprocessing
 # pool, and a fork of a test process that has run gRPC servers and TensorFlow's threads
 # (an earlier test file on the same worker) can leave a worker dead holding the pool's
 # queue lock: the pool then waits forever (seen once, 2026-11-26).
 OWN_PROCESS = {"bench_preprocess"}
+
+
+MET_RULE_TEXT = "MET when the median across rounds is at or above the goal"
+
+
+def checkout_files():
+    """Every file of the checkout but the environments' and caches'."""
+    skipped = {".git", ".venv", ".venv-keras", ".venv-keras-tpu", "__pycache__", ".pytest_cache"}
+    return {str(path.relative_to(ROOT)) for path in ROOT.rglob("*")
+            if not skipped.intersection(path.relative_to(ROOT).parts)}
 
 
 def test_every_bench_script_is_covered():
@@ -44,6 +60,7 @@ def test_every_bench_script_is_covered():
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_bench_script_runs_at_a_tiny_size(script, tmp_path, trained_run, input_csv, capsys):
     entry, argv, expected = SCRIPTS[script]
+    checkout_before = checkout_files()
     values = {"tmp": tmp_path, "run_dir": trained_run[0], "input_csv": input_csv}
     argv = [arg.format(**values) for arg in argv]
     if script in OWN_PROCESS:
@@ -55,7 +72,11 @@ def test_bench_script_runs_at_a_tiny_size(script, tmp_path, trained_run, input_c
         getattr(importlib.import_module(f"bench.{script}"), entry)(argv)
         output = capsys.readouterr().out
     assert expected in output, output[-2000:]
+    assert "library lines: " in output and MET_RULE_TEXT in output or script.startswith("bench_serving")
+    assert not [line for line in output.splitlines() if line.startswith(NOISE)], output[-2000:]
+    assert checkout_files() == checkout_before  # nothing written into the checkout
     if script == "bench_serving_floor":  # and where the stand-in's extra time goes
         assert "Python per batched :predict" in output, output[-2000:]
     if script == "bench_train":  # the fine-tune comparison says what it found
+        assert "matmul" not in output
         assert any(word in output for word in ("MET", "INCONCLUSIVE")), output[-2000:]
