@@ -60,8 +60,6 @@ def error_answer(error, method, target):
     in the except block (an unexpected one is logged with its traceback)."""
     if isinstance(error, errors.ServingError):
         return error.http_status, {"error": error.message}
-    if isinstance(error, RecursionError):  # JSON deep enough to exhaust Python's stack
-        return 400, {"error": "JSON Parse error: nested too deeply"}
     LOG.error("REST %s %s failed", method, target, exc_info=error)
     return 500, {"error": f"Internal error: {type(error).__name__}: {error}"}
 
