@@ -19,7 +19,6 @@ its Content-Length, say) libevent's 400 page, the connection then closed.
 
     .venv/bin/python -m serving.standin.server --model_base_path OUT/export/image_classifier
 """
-import contextlib
 import logging
 import socket
 import socketserver
@@ -85,10 +84,10 @@ class RestConnection(socketserver.BaseRequestHandler):
     def setup(self):
         self.request.settimeout(IDLE_SECONDS)  # a silent client: recv() fails, the thread ends
         self.reader = http_wire.RequestReader(self.server.max_request_bytes)
-        self.server.connections.add(self.request)
+        self.server.set_busy(self.request, True)  # a new connection is there to send a request
 
     def finish(self):
-        self.server.connections.discard(self.request)
+        self.server.forget(self.request)
 
     def handle(self):
         try:
@@ -101,9 +100,12 @@ class RestConnection(socketserver.BaseRequestHandler):
         """Reads up to the next event and acts on it; False when the connection is to close."""
         event = self.reader.next_event()
         while event is None:
+            if not self.reader.buffer:  # between requests: stop() need not wait for it
+                self.server.set_busy(self.request, False)
             data = self.request.recv(RECEIVE_BYTES)
             if not data:
                 return False
+            self.server.set_busy(self.request, True)
             self.reader.feed(data)
             event = self.reader.next_event()
         if isinstance(event, http_wire.ContinueRequested):
@@ -112,9 +114,8 @@ class RestConnection(socketserver.BaseRequestHandler):
         if isinstance(event, http_wire.Refused):
             self.refuse(event)
             return False
-        with self.server.answering():
-            data = self.answer(event)
-            self.request.sendall(data)
+        data = self.answer(event)
+        self.request.sendall(data)
         head = event.head
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug("REST %s %s %s: %s", head.method, head.target, head.version,
@@ -171,31 +172,30 @@ class RestServer(socketserver.ThreadingTCPServer):
         self.core, self.metrics = core, metrics
         self.max_request_bytes = max_request_bytes
         self.prometheus_path = prometheus_path  # None: no metrics page (monitoring is off)
-        self.connections = set()  # their sockets, closed at shutdown()
-        self._in_flight = 0
-        self._idle = threading.Condition()
+        self.connections = {}  # socket -> is it busy (a request read or answered)?
+        self._changed = threading.Condition()
         super().__init__(address, RestConnection)
         self.server_port = self.server_address[1]  # as HTTPServer has it
 
-    @contextlib.contextmanager
-    def answering(self):
-        """Counts a request being answered, so that shutdown() can wait for it."""
-        with self._idle:
-            self._in_flight += 1
-        try:
-            yield
-        finally:
-            with self._idle:
-                self._in_flight -= 1
-                self._idle.notify_all()
+    def set_busy(self, sock, is_busy):
+        with self._changed:
+            self.connections[sock] = is_busy
+            self._changed.notify_all()
+
+    def forget(self, sock):
+        with self._changed:
+            self.connections.pop(sock, None)
+            self._changed.notify_all()
 
     def shutdown(self):
-        """Stops accepting; requests in flight get STOP_GRACE_SECONDS to be answered, then
-        every connection is closed."""
+        """Stops accepting; requests in flight get STOP_GRACE_SECONDS to be read and
+        answered, then every connection is closed."""
         super().shutdown()
-        with self._idle:
-            self._idle.wait_for(lambda: self._in_flight == 0, STOP_GRACE_SECONDS)
-        for sock in list(self.connections):
+        with self._changed:
+            self._changed.wait_for(lambda: not any(self.connections.values()),
+                                   STOP_GRACE_SECONDS)
+            sockets = list(self.connections)
+        for sock in sockets:
             try:
                 sock.shutdown(socket.SHUT_RDWR)  # its thread's recv() or sendall() ends
             except OSError:
