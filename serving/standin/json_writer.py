@@ -10,7 +10,6 @@ Strings are text, or {"b64": ...} for *_bytes outputs and bytes that are not UTF
 """
 import base64
 import json
-from json.encoder import encode_basestring_ascii as encode_string  # json.dumps' own, in C
 
 import numpy as np
 
@@ -76,11 +75,6 @@ def to_json_value(name, array):
 def value_texts(name, array):
     """JSON texts of array[i] for each i (one text for a scalar)."""
     array = np.asarray(array)
-    if array.ndim == 1 and array.dtype.kind in "iu":
-        return [str(v) for v in array.tolist()]
-    if array.ndim == 1 and array.dtype == object:
-        return [encode_string(v) if isinstance(v, str) else json.dumps(v)
-                for v in to_json_value(name, array)]
     if array.dtype.kind != "f" or array.ndim == 0 or 0 in array.shape[1:]:
         values = to_json_value(name, array)
         return [json.dumps(v) for v in values] if array.ndim else [json.dumps(values)]

@@ -160,7 +160,7 @@ def make_row_texts(outputs):
     columns = [json_writer.value_texts(name, outputs[name]) for name in outputs]
     if len(columns) == 1:
         return columns[0]
-    keys = [json_writer.encode_string(name) + ": " for name in outputs]
+    keys = [json.dumps(name) + ": " for name in outputs]
     return ["{" + ", ".join(map(str.__add__, keys, row)) + "}" for row in zip(*columns)]
 
 
