@@ -2,9 +2,10 @@
 
 bench/bench_serving_floor.py prints this after its own table, to show where the
 stand-in's extra time per request goes. Both servers' real objects do the work,
-without sockets or threads: the request bytes go into the stand-in's
-RestConnection and the floor's FloorProtocol (their event loops' side: HTTP,
-and for the floor JSON and queueing), then the stand-in's worker side
+without sockets or threads: the request bytes go into the stand-in's HTTP
+reader (http_wire.RequestReader, what its connection thread runs before
+answering) and the floor's FloorProtocol (its event loop's side: HTTP, JSON and
+queueing), then the stand-in's answering side
 (rest_server.handle_request: routing, the :predict body and TF Serving's checks,
 metrics, the answer's texts and bytes) against the floor's hand-over of its
 ready-made answer, with the model call, the batch's wait and the sockets left
@@ -76,25 +77,12 @@ def standin_parts(base, model_name):
     core.apply_config(config_files.single_model_config(model_name, base))
     server = types.SimpleNamespace(
         core=core, metrics=metrics_lib.Metrics(is_batching=True),
-        max_request_bytes=rest_server.DEFAULT_MAX_REQUEST_BYTES, prometheus_path=None,
-        loop=types.SimpleNamespace(time=time.monotonic), connections=set(),
-        workers=types.SimpleNamespace(submit=lambda function, *args: None))
+        max_request_bytes=rest_server.DEFAULT_MAX_REQUEST_BYTES, prometheus_path=None)
     return server, core, scheduler
 
 
-def standin_loop_side(server, request):
-    """One request through a RestConnection on the loop, up to its hand-over to a worker."""
-    connection = rest_server.RestConnection(server)
-    connection.transport = DropTransport()
-
-    def one():
-        connection.data_received(request)
-        connection.pending = None
-    return one
-
-
 def standin_worker_side(server, request):
-    """A worker's whole request: handle_request, then the answer's bytes."""
+    """A connection thread's answer: handle_request, then the answer's bytes."""
     event = read_request(request)
 
     def one():
@@ -128,14 +116,13 @@ def measure(base, model_name, jpeg, rounds=5):
         protocol.data_received(request)
         floor_task = floor_queue.tasks[0]
         rows = [
-            ("loop", "whole", best_micros(standin_loop_side(server, request), rounds), floor_loop),
-            ("loop", "  HTTP request read", best_micros(lambda: read_request(request), rounds),
-             None),
-            ("worker", "whole", best_micros(standin_worker_side(server, request), rounds),
+            ("read", "HTTP request read", best_micros(lambda: read_request(request), rounds),
+             floor_loop),
+            ("answer", "whole", best_micros(standin_worker_side(server, request), rounds),
              best_micros(lambda: floor_task.when_done(None, None), rounds)),
-            ("worker", "  :predict body and checks", best_micros(
+            ("answer", "  :predict body and checks", best_micros(
                 lambda: body_and_checks(core, model_name, request), rounds), None),
-            ("worker", "  answer texts (floats etc.)", best_micros(
+            ("answer", "  answer texts (floats etc.)", best_micros(
                 lambda: rest_routes.make_row_texts(scheduler.outputs), rounds), None),
         ]
     finally:
