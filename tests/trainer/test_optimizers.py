@@ -162,3 +162,19 @@ def test_both_engines_take_the_same_steps(tiny_nets, overrides):
     assert moved > 0.01
     for variable, keras_value, estimator_value in zip(shapes.variables, by_keras, by_estimator):
         np.testing.assert_allclose(keras_value, estimator_value, rtol=1e-5, atol=1e-6, err_msg=variable.name)
+
+
+def test_a_new_backbone_trains_at_its_learning_rate_multiplier():
+    """convnext_tiny (layer norm, layer scales): Adam's first step moves each weight by about the
+    rate, 0.1 in the head and 0.1 x 0.1 in the backbone, which has its own optimizer."""
+    params = step_params(model="convnext_tiny", image_size=32, optimizer="adam", freeze_backbone=False,
+                         dropout_rate=0.0, backbone_learning_rate_multiplier=0.1)
+    model = keras_model(params)
+    head, backbone = [v for v in model.network.trainable_variables if v.name.startswith("logits")], \
+        nets.backbone_of(model.network).trainable_variables
+    assert model.backbone_optimizer is not None and len(backbone) == 180 and len(head) == 2
+    before = {v.ref(): v.numpy() for v in model.network.trainable_variables}
+    model.apply_step([tf.ones_like(v) for v in model.network.trainable_variables])
+    moved = {v.ref(): float(np.abs(v.numpy() - before[v.ref()]).max()) for v in model.network.trainable_variables}
+    assert {round(moved[v.ref()], 4) for v in head} == {0.1}
+    assert {round(moved[v.ref()], 4) for v in backbone} == {0.01}
