@@ -34,6 +34,8 @@ def on_estimator(*values):
 
 # The reference's training knobs together: each must stay inside the compiled step.
 KNOBS = {"label_smoothing": 0.1, "moving_average_decay": 0.99, "lr_schedule": "step"}
+# The optimizer step's own work (trainer/estimator/optimizer.py, trainer/keras/model.py).
+ADAMW_CLIPPED = {"optimizer": "adamw", "weight_decay": 0.05, "gradient_clip_norm": 1.0}
 
 
 @pytest.mark.parametrize("engine, overrides", [
@@ -43,8 +45,10 @@ KNOBS = {"label_smoothing": 0.1, "moving_average_decay": 0.99, "lr_schedule": "s
     on_estimator("estimator", {"model": "small_cnn", "use_bfloat16": True, "optimizer": "momentum", **KNOBS}),
     ("keras", {"model": "resnet", "resnet_depth": 8, "resnet_width": 4}),
     ("keras", {"model": "small_cnn", "use_bfloat16": True, "optimizer": "momentum", **KNOBS}),
+    on_estimator("estimator", {"model": "small_cnn", **ADAMW_CLIPPED}),
+    ("keras", {"model": "small_cnn", **ADAMW_CLIPPED}),
 ], ids=["small_cnn", "resnet_transposed", "small_cnn_bfloat16_momentum_knobs", "keras_resnet",
-        "keras_small_cnn_bfloat16_momentum_knobs"])
+        "keras_small_cnn_bfloat16_momentum_knobs", "small_cnn_adamw_clipped", "keras_small_cnn_adamw_clipped"])
 def test_train_step_compiles_and_runs_under_xla(tiny_params, engine, overrides):
     losses = check_train_step(engine, dict(tiny_params, **overrides), batch_size=4, steps=2)
     assert len(losses) == 2 and all(loss > 0 for loss in losses)
