@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from trainer.objective import loss as loss_lib
 
+
 def make_base_optimizer(learning_rate, params):
     """The TF1 optimizer of one group: Nesterov momentum, or Adam (adam and adamw)."""
     if params["optimizer"] == "momentum":

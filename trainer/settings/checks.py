@@ -130,14 +130,7 @@ def relation_problems(params, sources):
                      if params[key] % params["num_cores"]]
     if network is None:
         return problems
-    problems += [f"{named(key)} needs a network with a backbone, not {named('model')} (one of "
-                 f"{[n for n, net in table.NETWORKS.items() if net.has_backbone]})"
-                 for key in ("freeze_backbone", "backbone_learning_rate_multiplier")
-                 if params[key] != table.DEFAULTS[key] and not network.has_backbone]
-    if "batch_norm_momentum" not in network.options and network.has_backbone and \
-            sources.get("batch_norm_momentum", "default").startswith(("flag", "--config")):
-        problems.append(f"{named('batch_norm_momentum')} is not read by {named('model')}: it has "
-                        f"layer norm, not batch norm; drop the setting")
+    problems += backbone_problems(params, sources, network, named)
     if model == "hub" and not params["hub_module"]:
         problems.append(f"{named('model')} needs --hub_module PATH (a TF2 image feature vector)")
     if model != "hub" and params["hub_module"]:
@@ -145,6 +138,19 @@ def relation_problems(params, sources):
     if params["image_size"] < network.min_image_size:
         problems.append(f"{named('image_size')} is too small for model={model!r} "
                         f"(at least {network.min_image_size})")
+    return problems
+
+
+def backbone_problems(params, sources, network, named):
+    """The fine-tuning settings need a backbone; a typed batch_norm_momentum, one with batch norm."""
+    problems = [f"{named(key)} needs a network with a backbone, not {named('model')} (one of "
+                f"{[n for n, net in table.NETWORKS.items() if net.has_backbone]})"
+                for key in ("freeze_backbone", "backbone_learning_rate_multiplier")
+                if params[key] != table.DEFAULTS[key] and not network.has_backbone]
+    if "batch_norm_momentum" not in network.options and network.has_backbone and \
+            sources.get("batch_norm_momentum", "default").startswith(("flag", "--config")):
+        problems.append(f"{named('batch_norm_momentum')} is not read by {named('model')}: it has "
+                        f"layer norm, not batch norm; drop the setting")
     return problems
 
 
