@@ -38,7 +38,13 @@ def test_defaults_keep_the_run_as_it_was(tiny_params):
      "backbone_learning_rate_multiplier=0.0 (flag --backbone_learning_rate_multiplier) must be > 0"),
     ({"freeze_backbone": True}, "freeze_backbone=True (flag --freeze_backbone) needs a network with a "
                                   "backbone, not model='small_cnn' (default) (one of ['resnet50', "
-                                  "'efficientnet_b0', 'mobilenet_v2', 'hub'])"),
+                                  "'efficientnet_b0', 'mobilenet_v2', 'efficientnetv2_b0', "
+                                  "'efficientnetv2_s', 'convnext_tiny', 'hub'])"),
+    ({"model": "convnext_tiny", "image_size": "32", "batch_norm_momentum": "0.99"},
+     "batch_norm_momentum=0.99 (flag --batch_norm_momentum) is not read by model='convnext_tiny' (flag "
+     "--model): it has layer norm, not batch norm; drop the setting"),
+    ({"model": "efficientnetv2_s"}, "image_size=16 (flag --image_size) is too small for "
+                                    "model='efficientnetv2_s' (at least 32)"),
     ({"backbone_learning_rate_multiplier": "0.1"}, "backbone_learning_rate_multiplier=0.1 (flag "
                                                    "--backbone_learning_rate_multiplier) needs a network"),
     ({"model": "hub"}, "model='hub' (flag --model) needs --hub_module PATH"),

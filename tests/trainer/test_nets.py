@@ -3,6 +3,7 @@
     .venv/bin/python -m pytest tests/trainer/test_nets.py
 """
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ import tensorflow as tf
 
 from trainer import nets
 from trainer.nets import applications
+from trainer.settings import table
 
 OPTIONS = {"small_cnn": {"cnn_filters": [4, 8], "dense_units": 8, "dropout_rate": 0.0},
            "resnet": {"resnet_depth": 8, "resnet_width": 4},
@@ -82,6 +84,51 @@ def test_efficientnet_input_is_standardised_once():
     seen = normalization(tf.keras.layers.Rescaling(1 / 255)(into_backbone)).numpy()
     expected = (images_01 - np.array(applications.TORCH_MEAN_RGB)) / np.array(applications.TORCH_STD_RGB)
     np.testing.assert_allclose(seen, expected, rtol=1e-5, atol=1e-5)
+
+
+def keras_own_preprocessing(name):
+    """The layers keras.applications puts in front of name's network (include_preprocessing=True),
+    taken from a build of the same code with one narrow block per stage (seconds, not minutes)."""
+    constructor = applications.APPLICATIONS[name].constructor
+    module = sys.modules[constructor.__module__]
+    small = dict(include_top=False, weights=None, input_shape=(32, 32, 3), include_preprocessing=True)
+    if name.startswith("convnext"):
+        built = module.ConvNeXt(depths=[1] * 4, projection_dims=[8] * 4, model_name=name, **small)
+    else:
+        built = module.EfficientNetV2(width_coefficient=0.1, depth_coefficient=0.1, default_size=32,
+                                      model_name=name.replace("_", "-"), **small)
+    first = [layer for layer in built.layers[1:4]
+             if isinstance(layer, (tf.keras.layers.Rescaling, tf.keras.layers.Normalization))]
+    assert first, [layer.name for layer in built.layers[:4]]
+    return tf.keras.Sequential(first)
+
+
+@pytest.mark.parametrize("name", ["efficientnetv2_b0", "efficientnetv2_s", "convnext_tiny"])
+def test_new_networks_convert_their_input_as_keras_own_preprocessing_does(name):
+    """[-1, 1] images through ImageNetInput = 0-255 images through the network's own Keras
+    preprocessing layers, which this project builds without (include_preprocessing=False)."""
+    images_01 = np.random.default_rng(2).uniform(0, 1, [2, 4, 4, 3]).astype(np.float32)
+    ours = applications.ImageNetInput(*applications.APPLICATIONS[name].convert())(images_01 * 2 - 1)
+    theirs = keras_own_preprocessing(name)(images_01 * 255.0)
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-5)
+    assert applications.APPLICATIONS[name].options["include_preprocessing"] is False
+
+
+@pytest.mark.parametrize("name", ["efficientnetv2_b0", "convnext_tiny"])
+def test_new_networks_build_in_bfloat16_freeze_and_convert_their_input_once(name):
+    """Built in graph mode as model_fn builds them; efficientnetv2_s is built by the XLA check."""
+    options = {key: value for key, value in OPTIONS[name].items() if key in table.NETWORKS[name].options}
+    with tf.Graph().as_default(), nets.fixed_learning_phase():
+        network = nets.build_network(name, num_classes=5, image_size=32, use_bfloat16=True,
+                                     **dict(options, freeze_backbone=True))
+        logits = network(tf.zeros([2, 32, 32, 3], tf.bfloat16), training=False)
+    assert logits.shape.as_list() == [2, 5] and logits.dtype == tf.float32
+    assert {v.dtype.base_dtype for v in network.variables} == {tf.float32}
+    assert [layer.name for layer in network.layers][:3] == ["images", "imagenet_input", "backbone"]
+    assert [v.name for v in network.trainable_variables] == ["logits/kernel:0", "logits/bias:0"]
+    inside = [layer for layer in nets.backbone_of(network).layers
+              if isinstance(layer, (tf.keras.layers.Rescaling, tf.keras.layers.Normalization))]
+    assert not inside  # the input is converted once, by imagenet_input
 
 
 def test_options_are_explicit_and_come_from_params():

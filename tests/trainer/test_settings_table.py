@@ -39,6 +39,13 @@ def files_under(path):
     (["--learning_rate", "nan"], None, "learning_rate=nan (flag --learning_rate) is not a finite number"),
     (["--learning_rate", "inf"], None, "learning_rate=inf (flag --learning_rate) is not a finite number"),
     ([], "weight_decay: .nan\n", "weight_decay=nan (--config {d}/hparams.yaml) is not a finite number"),
+    (["--gradient_clip_norm", "-1"], None, "gradient_clip_norm=-1.0 (flag --gradient_clip_norm) must be >= 0"),
+    (["--optimizer", "adamw", "--weight_decay", "1.5"], None,
+     "weight_decay=1.5 (flag --weight_decay) must be in [0, 1) with optimizer='adamw' (flag --optimizer): "),
+    (["--optimizer", "AdamW"], None, "optimizer='AdamW' (flag --optimizer) must be one of ['momentum', "
+                                     "'adam', 'adamw']; did you mean adamw?"),
+    (["--model", "efficientnetv2-s"], None, "model='efficientnetv2-s' (flag --model) must be one of "),
+    (["--model", "convnext-tiny"], None, "; did you mean convnext_tiny?"),
     (["--train_step", "30"], None, "unrecognized arguments: --train_step 30; did you mean --train_steps?"),
     (["--train_stepz", "30"], None, "did you mean --train_steps?"),
     ([], "train_stepz: 30\n", "--config {d}/hparams.yaml: 'train_stepz' is not a setting; did you mean "

@@ -189,3 +189,30 @@ def test_a_keras_weights_file_of_another_network_is_refused(five_class_data, tmp
     assert code == 2
     assert line.startswith(f"error: warm_start_from='{path}' is not a weights file of "
                            f"model='mobilenet_v2''s backbone (include_top=False, image_size=32): ")
+
+
+def test_keras_weights_of_convnext_load_into_its_own_input_conversion(five_class_data, tmp_path):
+    """A file as keras.applications writes it (its own preprocessing layers in, no pooling) fits
+    this project's convnext_tiny (preprocessing off, pooled, then the file's last layer norm)."""
+    path = tmp_path / "convnext_tiny_notop.h5"
+    weights = write_backbone_weights("convnext_tiny", 32, path)
+    params = chain.parse_params(run_argv(five_class_data, tmp_path / "out", model="convnext_tiny",
+                                         image_size=32, warm_start_from=path))
+    checkpoint = warm_start.prepare(params, 0)
+    start = {name: tf.train.load_variable(checkpoint, name) for name, _ in tf.train.list_variables(checkpoint)}
+    for name in ("convnext_tiny_stem_conv/kernel", "convnext_tiny_stage_3_block_2_layer_scale/gamma",
+                 "layer_normalization/beta"):
+        np.testing.assert_array_equal(start[name], weights[name + ":0"])
+
+
+def test_a_keras_weights_file_of_another_new_backbone_is_one_line_and_nothing_is_written(
+        five_class_data, tmp_path, capsys):
+    path = tmp_path / "efficientnetv2_b0_notop.h5"
+    write_backbone_weights("efficientnetv2_b0", 32, path)
+    out = tmp_path / "out"
+    code, line = run_task(run_argv(five_class_data, out, model="convnext_tiny", image_size=32,
+                                   warm_start_from=path), capsys)
+    assert code == 2
+    assert line.startswith(f"error: warm_start_from='{path}' is not a weights file of "
+                           f"model='convnext_tiny''s backbone (include_top=False, image_size=32): ")
+    assert not out.exists()  # checked before the lock and params.json

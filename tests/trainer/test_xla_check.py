@@ -37,6 +37,8 @@ KNOBS = {"label_smoothing": 0.1, "moving_average_decay": 0.99, "lr_schedule": "s
 # Every augmentation on: the step then takes mixup/CutMix's float32 [B, C] label shares.
 AUGMENTED = {"augment": "randaugment", "random_erasing": 0.25, "mixup_alpha": 0.8, "cutmix_alpha": 1.0,
              "label_smoothing": 0.1}
+# The optimizer step's own work (trainer/estimator/optimizer.py, trainer/keras/model.py).
+ADAMW_CLIPPED = {"optimizer": "adamw", "weight_decay": 0.05, "gradient_clip_norm": 1.0}
 
 
 @pytest.mark.parametrize("engine, overrides", [
@@ -48,8 +50,11 @@ AUGMENTED = {"augment": "randaugment", "random_erasing": 0.25, "mixup_alpha": 0.
     ("keras", {"model": "small_cnn", "use_bfloat16": True, "optimizer": "momentum", **KNOBS}),
     on_estimator("estimator", {"model": "small_cnn", "transpose_input": True, **AUGMENTED}),
     ("keras", {"model": "small_cnn", **AUGMENTED}),
+    on_estimator("estimator", {"model": "small_cnn", **ADAMW_CLIPPED}),
+    ("keras", {"model": "small_cnn", **ADAMW_CLIPPED}),
 ], ids=["small_cnn", "resnet_transposed", "small_cnn_bfloat16_momentum_knobs", "keras_resnet",
-        "keras_small_cnn_bfloat16_momentum_knobs", "small_cnn_augmented", "keras_small_cnn_augmented"])
+        "keras_small_cnn_bfloat16_momentum_knobs", "small_cnn_augmented", "keras_small_cnn_augmented",
+        "small_cnn_adamw_clipped", "keras_small_cnn_adamw_clipped"])
 def test_train_step_compiles_and_runs_under_xla(tiny_params, engine, overrides):
     losses = check_train_step(engine, dict(tiny_params, **overrides), batch_size=4, steps=2)
     assert len(losses) == 2 and all(loss > 0 for loss in losses)

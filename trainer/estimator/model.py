@@ -14,8 +14,9 @@ train it at learning_rate x backbone_learning_rate_multiplier, or not at all
 with freeze_backbone; a fresh run can start from another's weights (trainer/nets/warm_start.py).
 The loss, the learning rate, what the average covers and the serving outputs are
 defined once for both engines (trainer/objective/, trainer/export/contract.py);
-what is TPUEstimator's own stays here: the spec per mode, CrossShardOptimizer,
-metric_fn, host_call and the scaffold that restores the averages.
+what is TPUEstimator's own stays here: the spec per mode, metric_fn, host_call and the
+scaffold that restores the averages; the optimizer step (CrossShardOptimizer, gradient
+clipping, AdamW) is trainer/estimator/optimizer.py's.
 
     .venv/bin/python -m pytest tests/trainer/test_model_fn.py
 """
@@ -23,6 +24,7 @@ import tensorflow as tf
 
 from common import signature
 from trainer import nets
+from trainer.estimator import optimizer as optimizer_lib
 from trainer.export import contract
 from trainer.nets import warm_start
 from trainer.objective import averages, loss as loss_lib, metrics as metrics_lib, schedule
@@ -132,38 +134,17 @@ def streaming_confusion_matrix(labels, predictions, weights, num_classes):
     return tf.convert_to_tensor(total), total.assign_add(batch)
 
 
-def make_optimizer(learning_rate, params):
-    """The v1 optimizer; CrossShardOptimizer averages gradients across TPU cores."""
-    if params["optimizer"] == "momentum":
-        optimizer = tf.compat.v1.train.MomentumOptimizer(
-            learning_rate, params["momentum"], use_nesterov=True)
-    else:
-        optimizer = tf.compat.v1.train.AdamOptimizer(learning_rate)
-    if params["use_tpu"]:
-        optimizer = tf.compat.v1.tpu.CrossShardOptimizer(optimizer)
-    return optimizer
-
-
 def minimize(loss, network, learning_rate, global_step, params):
-    """One optimizer step; a network's backbone trains at learning_rate x
-    backbone_learning_rate_multiplier.
+    """One optimizer step (trainer/estimator/optimizer.py): gradients clipped together, a
+    network's backbone at learning_rate x backbone_learning_rate_multiplier, AdamW's decay.
 
-    A second optimizer rather than scaled gradients: Adam's step does not scale
-    with its gradients. Networks with a trainable backbone always get both
-    optimizers, so their checkpoints have the same variables whatever the multiplier.
+    Networks with a trainable backbone always get both optimizers, so their checkpoints
+    have the same variables whatever the multiplier.
     """
-    optimizer = make_optimizer(learning_rate, params)
     backbone = nets.backbone_of(network)
-    if backbone is None or not backbone.trainable_variables:
-        return optimizer.minimize(loss, global_step, var_list=network.trainable_variables)
-    in_backbone = {variable.ref() for variable in backbone.trainable_variables}
-    gradients = optimizer.compute_gradients(loss, var_list=network.trainable_variables)
-    head = [(g, v) for g, v in gradients if v.ref() not in in_backbone]
-    body = [(g, v) for g, v in gradients if v.ref() in in_backbone]
-    backbone_optimizer = make_optimizer(
-        learning_rate * params["backbone_learning_rate_multiplier"], params)
-    return tf.group(optimizer.apply_gradients(head, global_step),
-                    backbone_optimizer.apply_gradients(body))
+    backbone_variables = backbone.trainable_variables if backbone is not None else None
+    optimizer = optimizer_lib.make_training_step(learning_rate, backbone_variables, params)
+    return optimizer.minimize(loss, global_step, var_list=network.trainable_variables)
 
 
 def make_ema_scaffold_fn(network, params):

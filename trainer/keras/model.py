@@ -3,11 +3,12 @@
 One optimizer step per batch, with what model_fn does in TRAIN mode, from the same
 definitions (trainer/objective/): the weighted cross entropy (label smoothing) plus
 L2 weight decay, the batch-scaled learning rate with its warm-up and decay, Adam
-(epsilon 1e-8, TF1's) or Nesterov momentum, a second optimizer for a backbone at
-learning_rate x backbone_learning_rate_multiplier (Adam's step does not scale with its
-gradients), and the moving averages of the weights. Each replica computes the loss of
-its share of the global batch and divides it by the replica count: the optimizer sums
-the gradients across replicas, so they are averaged as CrossShardOptimizer averages them.
+(epsilon 1e-8, TF1's), AdamW (decoupled weight decay) or Nesterov momentum, a second
+optimizer for a backbone at learning_rate x backbone_learning_rate_multiplier (Adam's step
+does not scale with its gradients), gradient clipping by global norm, and the moving
+averages of the weights. Each replica computes the loss of its share of the global batch
+and divides it by the replica count: the gradients are summed across replicas before the
+clipping, so they are averaged as CrossShardOptimizer averages them.
 
     .venv/bin/python -m pytest tests/trainer/test_keras_engine.py
 """
@@ -34,11 +35,27 @@ class LearningRate(tf.keras.optimizers.schedules.LearningRateSchedule):
         return {"multiplier": self.multiplier}
 
 
-def make_optimizer(params, multiplier=1.0):
+def make_optimizer(params, variables, multiplier=1.0):
+    """The Keras optimizer of one group of variables (the head's or a backbone's).
+
+    adamw: Keras' AdamW, which takes learning_rate x weight_decay of each variable before the
+    Adam update, as trainer/estimator/optimizer.py does; only kernels decay (is_decayed).
+    """
     rate = LearningRate(params, multiplier)
     if params["optimizer"] == "momentum":
         return tf.keras.optimizers.SGD(rate, momentum=params["momentum"], nesterov=True)
-    return tf.keras.optimizers.Adam(rate, epsilon=TF1_ADAM_EPSILON)
+    if params["optimizer"] == "adam":
+        return tf.keras.optimizers.Adam(rate, epsilon=TF1_ADAM_EPSILON)
+    optimizer = tf.keras.optimizers.AdamW(rate, weight_decay=params["weight_decay"],
+                                          epsilon=TF1_ADAM_EPSILON)
+    optimizer.exclude_from_weight_decay(var_list=[v for v in variables if not loss_lib.is_decayed(v)])
+    return optimizer
+
+
+def sum_over_replicas(gradients):
+    """Each replica's gradients summed over the replicas (the identity on one): what the Keras
+    optimizer would do inside apply_gradients, done first so that the clipping sees the sum."""
+    return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, gradients)
 
 
 class MovingAverages(tf.Module):
@@ -97,11 +114,12 @@ class TrainingModel(tf.keras.Model):
         self.network = network
         self.settings = dict(params)
         self.replicas = replicas
-        _, backbone = split_by_backbone(network)
-        self.head_optimizer = make_optimizer(params)
+        head, backbone = split_by_backbone(network)
+        self.head_optimizer = make_optimizer(params, head)
         self.backbone_optimizer = None
         if backbone is not None:
-            self.backbone_optimizer = make_optimizer(params, params["backbone_learning_rate_multiplier"])
+            self.backbone_optimizer = make_optimizer(params, backbone,
+                                                     params["backbone_learning_rate_multiplier"])
         self.averages = MovingAverages(network, params) if params["moving_average_decay"] else None
 
     @property
@@ -135,15 +153,22 @@ class TrainingModel(tf.keras.Model):
                 "learning_rate": schedule.learning_rate_schedule(step, self.settings)}
 
     def apply_step(self, gradients):
-        """The head's (or every) variable by the head optimizer, a backbone's by its own."""
-        pairs = list(zip(gradients, self.network.trainable_variables))
+        """This replica's gradients summed over the replicas, clipped to gradient_clip_norm (all
+        together), then the head's (or every) variable by the head optimizer, a backbone's by its own."""
+        pairs = [(g, v) for g, v in zip(gradients, self.network.trainable_variables) if g is not None]
+        summed = sum_over_replicas([g for g, _ in pairs])
+        if self.settings["gradient_clip_norm"]:
+            summed, _ = tf.clip_by_global_norm(summed, self.settings["gradient_clip_norm"])
+        pairs = list(zip(summed, [v for _, v in pairs]))
         if self.backbone_optimizer is None:
-            self.head_optimizer.apply_gradients(pairs)
+            self.head_optimizer.apply_gradients(pairs, skip_gradients_aggregation=True)
             return
         _, backbone = split_by_backbone(self.network)
         in_backbone = {v.ref() for v in backbone}
-        self.head_optimizer.apply_gradients([(g, v) for g, v in pairs if v.ref() not in in_backbone])
-        self.backbone_optimizer.apply_gradients([(g, v) for g, v in pairs if v.ref() in in_backbone])
+        self.head_optimizer.apply_gradients([(g, v) for g, v in pairs if v.ref() not in in_backbone],
+                                            skip_gradients_aggregation=True)
+        self.backbone_optimizer.apply_gradients([(g, v) for g, v in pairs if v.ref() in in_backbone],
+                                                skip_gradients_aggregation=True)
 
 
 def build_training_model(params, strategy):

@@ -6,7 +6,8 @@ where options are params keys; every option is passed explicitly (trainer/settin
 holds the defaults, and network_options picks a network's from params).
 
 small_cnn and resnet (CIFAR-style) are built in code for small images;
-resnet50, efficientnet_b0 and mobilenet_v2 are keras.applications backbones
+resnet50, efficientnet_b0, mobilenet_v2, efficientnetv2_b0, efficientnetv2_s and
+convnext_tiny are keras.applications backbones
 (nets/applications.py) and hub a TF Hub feature vector (nets/hub_backbone.py),
 each with a fresh classifier head and a layer named BACKBONE that warm start,
 --freeze_backbone and --backbone_learning_rate_multiplier act on.

@@ -1,7 +1,8 @@
 """ImageNet networks from tf.keras.applications, built without weights, with this project's head.
 
-resnet50 (the ImageNet bottleneck ResNet), efficientnet_b0 and mobilenet_v2 are
-built with weights=None and include_top=False: nothing is downloaded. ImageNet
+resnet50 (the ImageNet bottleneck ResNet), efficientnet_b0, mobilenet_v2,
+efficientnetv2_b0, efficientnetv2_s and convnext_tiny are built with weights=None
+and include_top=False: nothing is downloaded. ImageNet
 weights come from a Keras weights file the user downloaded, through
 --warm_start_from (trainer/nets/warm_start.py, which calls load_backbone_weights).
 
@@ -19,6 +20,12 @@ weights were trained on (keras.applications' preprocess_input):
     stored statistics, tensorflow#49930, which a weights=None build lacks).
     The standardisation is done here, with constants, in front of the backbone:
     the network sees the same values from scratch and after loading ImageNet weights.
+  efficientnetv2_b0, convnext_tiny  "torch"-style standardisation, as Keras' own
+    Rescaling + Normalization (constants: no variables) compute it;
+  efficientnetv2_s  x255 / 128 - 1, as Keras' own Rescaling(1/128, offset=-1).
+    These three are built with include_preprocessing=False: their conversion is
+    ImageNetInput's alone, so the input is converted once, and the weights file (the
+    same variables with or without Keras' preprocessing layers) loads either way.
 The head: global average pooling, dropout, a float32 Dense "logits" layer
 (the variables warm start leaves fresh by default).
 
@@ -27,6 +34,7 @@ The head: global average pooling, dropout, a float32 Dense "logits" layer
 import contextlib
 import functools
 import sys
+import typing
 from unittest import mock
 
 import numpy as np
@@ -54,11 +62,37 @@ def torch_input_times_255():
     return list(127.5 / std), list(255.0 * (0.5 - mean) / std), False
 
 
-# name -> (keras.applications constructor, input conversion or None for [-1, 1] as is)
+def torch_input():
+    """(scale, offset, reverse): [-1, 1] -> (x01 - mean) / std per RGB channel; x01 = (x + 1) / 2."""
+    std, mean = np.array(TORCH_STD_RGB), np.array(TORCH_MEAN_RGB)
+    return list(0.5 / std), list((0.5 - mean) / std), False
+
+
+def efficientnetv2_input():
+    """(scale, offset, reverse): [-1, 1] -> x255 / 128 - 1, EfficientNetV2-S's own Rescaling."""
+    return 127.5 / 128.0, 127.5 / 128.0 - 1.0, False
+
+
+class Application(typing.NamedTuple):
+    """A keras.applications network: its constructor, the conversion of [-1, 1] images to its
+    weights' input (None: [-1, 1] as is) and the constructor's other arguments."""
+    constructor: object
+    convert: object
+    options: dict = {}
+
+
+# Their own preprocessing off (include_preprocessing=False): the conversion is ImageNetInput's.
+NO_PREPROCESSING = {"include_preprocessing": False}
 APPLICATIONS = {
-    "resnet50": (tf.keras.applications.ResNet50, caffe_input),
-    "efficientnet_b0": (tf.keras.applications.EfficientNetB0, torch_input_times_255),
-    "mobilenet_v2": (tf.keras.applications.MobileNetV2, None),
+    "resnet50": Application(tf.keras.applications.ResNet50, caffe_input),
+    "efficientnet_b0": Application(tf.keras.applications.EfficientNetB0, torch_input_times_255),
+    "mobilenet_v2": Application(tf.keras.applications.MobileNetV2, None),
+    "efficientnetv2_b0": Application(tf.keras.applications.EfficientNetV2B0, torch_input, NO_PREPROCESSING),
+    "efficientnetv2_s": Application(tf.keras.applications.EfficientNetV2S, efficientnetv2_input,
+                                    NO_PREPROCESSING),
+    # pooling="avg": ConvNeXt's head pools, then layer-normalizes (the file's last layer norm).
+    "convnext_tiny": Application(tf.keras.applications.ConvNeXtTiny, torch_input,
+                                 dict(NO_PREPROCESSING, pooling="avg")),
 }
 
 
@@ -124,36 +158,37 @@ def float32_normalization(constructor):
 
 def build_backbone(name, image_size, dtype):
     """The keras.applications model without its top, renamed BACKBONE; no weights."""
-    constructor, _ = APPLICATIONS[name]
+    constructor, _, options = APPLICATIONS[name]
     smallest = table.NETWORKS[name].min_image_size  # keras.applications refuse smaller without the top
     if image_size < smallest:
         raise ValueError(f"model={name!r} needs image_size >= {smallest}, got {image_size}")
     with global_policy(dtype), float32_normalization(constructor):
         application = constructor(weights=None, include_top=False,
-                                   input_shape=(image_size, image_size, 3))
+                                   input_shape=(image_size, image_size, 3), **options)
     # The same layers (and variables) under a fixed name, so that model.py and
     # warm_start.py find the backbone whatever keras.applications called it.
     return tf.keras.Model(application.inputs, application.outputs, name=BACKBONE)
 
 
 def build_application(name, num_classes, image_size, dtype, freeze_backbone, dropout_rate,
-                      batch_norm_momentum):
+                      batch_norm_momentum=None):
     """[B, S, S, 3] images in [-1, 1] -> [B, num_classes] float32 logits.
 
     freeze_backbone: the backbone's variables are not trained and its batch
     norm runs in inference mode (Keras' rule for trainable=False), the usual
     first phase of a fine-tune. batch_norm_momentum replaces keras.applications'
     own (0.99; MobileNetV2 0.999): read when the layer is called, so setting it
-    here acts in every graph model_fn builds and in Keras fit alike.
+    here acts in every graph model_fn builds and in Keras fit alike (None for
+    convnext_tiny, which has none).
     """
     backbone = build_backbone(name, image_size, dtype)
     backbone.trainable = not freeze_backbone
     for layer in backbone.layers:
-        if isinstance(layer, layers.BatchNormalization):
+        if isinstance(layer, layers.BatchNormalization) and batch_norm_momentum is not None:
             layer.momentum = batch_norm_momentum
     images = tf.keras.Input([image_size, image_size, 3], name="images")
     x = images
-    convert = APPLICATIONS[name][1]
+    convert = APPLICATIONS[name].convert
     if convert:
         scale, offset, reverse = convert()
         x = ImageNetInput(scale, offset, reverse, name="imagenet_input")(x)
@@ -162,8 +197,8 @@ def build_application(name, num_classes, image_size, dtype, freeze_backbone, dro
 
 
 def make_builder(name):
-    """build(num_classes, image_size, dtype, **options) for nets.NETWORKS."""
-    def build(num_classes, image_size, dtype, freeze_backbone, dropout_rate, batch_norm_momentum):
+    """build(num_classes, image_size, dtype, **options) for nets.NETWORKS (options: the table's)."""
+    def build(num_classes, image_size, dtype, freeze_backbone, dropout_rate, batch_norm_momentum=None):
         return build_application(name, num_classes, image_size, dtype, freeze_backbone, dropout_rate,
                                  batch_norm_momentum)
     return build

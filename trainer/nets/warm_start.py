@@ -90,9 +90,14 @@ def check_source(params, step):
     """Before the output directory's lock and params.json: the checkpoint a fresh run (step 0)
     warm starts from exists, reads whole and fits this network (WarmStartError); damage is a
     CheckpointError with the message a resume from the same damage gets. A Keras weights
-    file is checked as prepare converts it, under the lock (it writes the conversion)."""
+    file is loaded into a network in memory, so that a file of another network stops the
+    run with nothing written; prepare converts it again under the lock (it writes the
+    conversion), a network build more."""
     source = params["warm_start_from"]
-    if not source or step or is_keras_weights(source):
+    if not source or step:
+        return
+    if is_keras_weights(source):
+        load_keras_weights(source, params)
         return
     prefix = source_checkpoint(params)
     match = checkpoints.CHECKPOINT_INDEX.match(os.path.basename(prefix) + ".index")
@@ -189,6 +194,13 @@ def convert_keras_weights(path, params):
     compared for all three keras.applications networks when this was written, and
     model_fn's assignment_map names any variable the checkpoint then lacks).
     """
+    network = load_keras_weights(path, params)
+    return write_checkpoint(network.variables, converted_prefix(params))
+
+
+def load_keras_weights(path, params):
+    """The network (float32) with the Keras weights file at path in its backbone; WarmStartError
+    when the file is missing or is not a weights file of this network's backbone."""
     if not nets.has_backbone(params["model"]) or params["model"] == "hub":
         raise WarmStartError(f"warm_start_from={path!r}: a Keras weights file is for the "
                              f"keras.applications networks, not model={params['model']!r}")
@@ -203,7 +215,7 @@ def convert_keras_weights(path, params):
         raise WarmStartError(f"warm_start_from={path!r} is not a weights file of "
                              f"model={params['model']!r}'s backbone (include_top=False, "
                              f"image_size={params['image_size']}): {first_line}") from None
-    return write_checkpoint(network.variables, converted_prefix(params))
+    return network
 
 
 def write_checkpoint(variables, prefix):

@@ -1,5 +1,10 @@
 """The training loss of both engines: weighted cross entropy (label smoothing optional) plus L2 weight decay.
 
+The L2 term is --weight_decay's meaning for momentum and adam; with adamw the decay is
+decoupled (a step of the optimizer, trainer/estimator/optimizers.py and trainer/keras/model.py)
+and the loss has no L2 term. Either way only the kernels decay (is_decayed), never
+biases, batch-norm or layer-norm variables or ConvNeXt's layer scales.
+
 The mean is over the rows whose weight is not 0 (TF1's SUM_BY_NONZERO_WEIGHTS), so
 a batch padded with zero-weight rows (trainer/data/input.py) is not diluted by its
 padding. On several cores or replicas each computes the loss of its own share and
@@ -40,11 +45,21 @@ def cross_entropy(labels, logits, weights, params):
         labels, logits, params["num_classes"], params["label_smoothing"]), weights)
 
 
+def is_decayed(variable):
+    """True for a kernel (dense, conv, depthwise conv): the variables weight decay shrinks."""
+    return "kernel" in variable.name
+
+
+def is_decoupled(params):
+    """True when the optimizer decays the weights itself (adamw): no L2 term in the loss."""
+    return params["optimizer"] == "adamw"
+
+
 def weight_decay(network, params):
     """params["weight_decay"] x the L2 of the network's trainable kernels (tf.nn.l2_loss: half the
-    sum of squares), the reference ResNet's term."""
-    kernels = [v for v in network.trainable_variables if "kernel" in v.name]
-    if not kernels:
+    sum of squares), the reference ResNet's term; 0 with a decoupled decay (adamw)."""
+    kernels = [v for v in network.trainable_variables if is_decayed(v)]
+    if not kernels or is_decoupled(params):
         return tf.constant(0.0)
     return params["weight_decay"] * tf.add_n([tf.nn.l2_loss(tf.cast(v, tf.float32)) for v in kernels])
 

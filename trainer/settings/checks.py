@@ -82,11 +82,12 @@ def value_problem(name, value):
 
 
 def closest_choice(rule, value):
-    """'; did you mean NAME?' for a misspelt name of a OneOf rule, else ''."""
+    """'; did you mean adamw?' for a name close to one of a OneOf's choices, else ''."""
     if not isinstance(rule, table.OneOf) or not isinstance(value, str):
         return ""
-    close = difflib.get_close_matches(value, [str(choice) for choice in rule.choices], n=1)
-    return f"; did you mean {close[0]}?" if close else ""
+    by_folded = {choice.lower().replace("-", "_"): choice for choice in rule.choices}
+    close = difflib.get_close_matches(value.lower().replace("-", "_"), list(by_folded), n=1)
+    return f"; did you mean {by_folded[close[0]]}?" if close else ""
 
 
 def check_params(params, sources):
@@ -122,6 +123,7 @@ def relation_problems(params, sources):
         problems.append(f"{named('transpose_input')} is TPUEstimator's batch-last infeed; "
                         f"{named('engine')} feeds batch-first (TPUStrategy splits batches along "
                         f"their first dimension)")
+    problems += optimizer_problems(params, named)
     if params["use_tpu"] and params["engine"] == "estimator":
         problems += [f"{named(key)} must be divisible by {named('num_cores')}: each TPU core gets an "
                      f"equal share" for key in ("train_batch_size", "eval_batch_size", "predict_batch_size")
@@ -129,10 +131,7 @@ def relation_problems(params, sources):
     problems += augmentation_problems(params, named)
     if network is None:
         return problems
-    problems += [f"{named(key)} needs a network with a backbone, not {named('model')} (one of "
-                 f"{[n for n, net in table.NETWORKS.items() if net.has_backbone]})"
-                 for key in ("freeze_backbone", "backbone_learning_rate_multiplier")
-                 if params[key] != table.DEFAULTS[key] and not network.has_backbone]
+    problems += backbone_problems(params, sources, network, named)
     if model == "hub" and not params["hub_module"]:
         problems.append(f"{named('model')} needs --hub_module PATH (a TF2 image feature vector)")
     if model != "hub" and params["hub_module"]:
@@ -157,3 +156,26 @@ def augmentation_problems(params, named):
                         f"--mixup_alpha and --cutmix_alpha above 0 ({named('mixup_alpha')}, "
                         f"{named('cutmix_alpha')})")
     return problems
+
+
+def backbone_problems(params, sources, network, named):
+    """The fine-tuning settings need a backbone; a typed batch_norm_momentum, one with batch norm."""
+    problems = [f"{named(key)} needs a network with a backbone, not {named('model')} (one of "
+                f"{[n for n, net in table.NETWORKS.items() if net.has_backbone]})"
+                for key in ("freeze_backbone", "backbone_learning_rate_multiplier")
+                if params[key] != table.DEFAULTS[key] and not network.has_backbone]
+    if "batch_norm_momentum" not in network.options and network.has_backbone and \
+            sources.get("batch_norm_momentum", "default").startswith(("flag", "--config")):
+        problems.append(f"{named('batch_norm_momentum')} is not read by {named('model')}: it has "
+                        f"layer norm, not batch norm; drop the setting")
+    return problems
+
+
+def optimizer_problems(params, named):
+    """adamw's weight_decay is a per-step fraction of learning_rate: below 1 (the table's rule
+    for weight_decay alone, >= 0, is the L2 coefficient's)."""
+    if params["optimizer"] == "adamw" and params["weight_decay"] >= table.ADAMW_MAX_WEIGHT_DECAY:
+        return [f"{named('weight_decay')} must be in [0, {table.ADAMW_MAX_WEIGHT_DECAY:g}) with "
+                f"{named('optimizer')}: each step takes learning_rate x weight_decay of every kernel "
+                f"away (decoupled decay; timm and Model Garden use 0.05)"]
+    return []

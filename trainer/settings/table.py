@@ -146,11 +146,16 @@ NETWORKS = {
     "resnet": Network(("resnet_depth", "resnet_width")),
     # keras.applications backbones (trainer/nets/applications.py): Keras needs 32 px at least.
     **{name: Network(BACKBONE_OPTIONS + ("batch_norm_momentum",), has_backbone=True, min_image_size=32)
-       for name in ("resnet50", "efficientnet_b0", "mobilenet_v2")},
+       for name in ("resnet50", "efficientnet_b0", "mobilenet_v2", "efficientnetv2_b0", "efficientnetv2_s")},
+    # Layer norm, no batch norm: it reads no batch_norm_momentum.
+    "convnext_tiny": Network(BACKBONE_OPTIONS, has_backbone=True, min_image_size=32),
     # A TF Hub module takes the momentum as an argument when its __call__ has one (hub_backbone.py).
     "hub": Network(("hub_module",) + BACKBONE_OPTIONS + ("batch_norm_momentum",), has_backbone=True),
 }
 AUGMENT_POLICIES = ("none", "randaugment", "autoaugment")  # trainer/data/augment.py
+# trainer/estimator/optimizers.py and trainer/keras/model.py; adamw's decay is decoupled.
+OPTIMIZERS = ("momentum", "adam", "adamw")
+ADAMW_MAX_WEIGHT_DECAY = 1.0  # adamw: each step keeps (1 - learning_rate x weight_decay) of a kernel
 ENGINES = ("estimator", "keras")  # trainer/estimator/, trainer/keras/ (docs/migration.md)
 MODES = ("train_and_eval", "evaluate", "export", "predict", "train", "continuous_eval")
 TRAIN_MODES = ("train_and_eval", "train")  # modes that read the train split
@@ -201,7 +206,8 @@ GROUPS = (
     )),
     ("Model", (
         S("model", "small_cnn", "small_cnn (the flowers sample's), resnet (CIFAR-style); for photos "
-          "resnet50, efficientnet_b0, mobilenet_v2 (keras.applications) or hub (--hub_module)",
+          "resnet50, efficientnet_b0, mobilenet_v2, efficientnetv2_b0, efficientnetv2_s, convnext_tiny "
+          "(keras.applications) or hub (--hub_module)",
           OneOf(tuple(NETWORKS)), identity=True),
         S("cnn_filters", [32, 64], "small_cnn: filters of each conv/pool block", POSITIVE,
           reason="2 blocks fit 32 px digits"),
@@ -219,8 +225,9 @@ GROUPS = (
         S("warm_start_exclude", "^logits/", "regex of variables warm start leaves fresh; '' "
           "warm-starts everything", REGEX, reason="the classifier's shape is the class count"),
         S("freeze_backbone", False, "backbone networks: train the head only (phase 1 of a fine-tune)"),
-        S("batch_norm_momentum", 0.9, "resnet50/efficientnet_b0/mobilenet_v2, and hub modules that "
-          "take it as an argument: batch-norm momentum",
+        S("batch_norm_momentum", 0.9, "resnet50/efficientnet_b0/mobilenet_v2/efficientnetv2_b0/"
+          "efficientnetv2_s, and hub modules that take it as an argument: batch-norm momentum "
+          "(convnext_tiny has layer norm: refused there)",
           FRACTION, reason="the reference ResNet's; Keras' own 0.99 (MobileNetV2 0.999) leaves "
           "eval's statistics near their start for thousands of steps"),
         S("backbone_learning_rate_multiplier", 1.0, "backbone networks: the backbone's learning rate "
@@ -270,7 +277,9 @@ GROUPS = (
         S("predict_batch_size", 8, "global predict batch", POSITIVE, reason="TPUEstimator.predict needs one"),
         S("train_steps", 1500, "global steps to train", POSITIVE, reason="~70 epochs of the demo split"),
         S("steps_per_eval", 500, "train this many steps between evaluations", POSITIVE),
-        S("optimizer", "adam", "momentum (the reference ResNet's) or adam", OneOf(("momentum", "adam")),
+        S("optimizer", "adam", "momentum (the reference ResNet's), adam, or adamw (Adam with decoupled "
+          "weight decay, Loshchilov & Hutter: --weight_decay shrinks the kernels in the step instead "
+          "of adding L2 to the loss)", OneOf(OPTIMIZERS),
           identity=True, reason="its slots are in the checkpoints"),
         S("learning_rate", 0.01, "at learning_rate_batch_size; scaled linearly with the batch",
           Interval("> 0")),
@@ -279,7 +288,15 @@ GROUPS = (
         S("warmup_steps", 100, "linear learning-rate warm-up steps", NON_NEGATIVE,
           reason="large scaled rates diverge in the first steps"),
         S("momentum", 0.9, "momentum optimizer only", FRACTION),
-        S("weight_decay", 1e-4, "L2 on kernels", NON_NEGATIVE, reason="the reference ResNet's value"),
+        S("weight_decay", 1e-4, "momentum and adam: L2 on the kernels, added to the loss; adamw: "
+          "each step also takes learning_rate x weight_decay x kernel off every kernel (decoupled, "
+          "no L2 term in the loss; must then be < 1, e.g. 0.05). Biases, batch-norm and layer-norm "
+          "variables are never decayed", NON_NEGATIVE,
+          reason="the reference ResNet's L2 value; AdamW recipes (timm, Model Garden) use 0.05"),
+        S("gradient_clip_norm", 0.0, "clip the gradients to this global norm (all trainable variables "
+          "together, after the sum over TPU cores or replicas); 0 = off", NON_NEGATIVE,
+          reason="off: the demo trains without; 1.0 is timm's and Model Garden's value for fine-tuning "
+          "with AdamW"),
         S("lr_schedule", "cosine", "after the warm-up: cosine to 0 at train_steps, or step (x0.1 at 30, "
           "60 and 80 of 90 epochs' share of train_steps)", OneOf(("cosine", "step")),
           reason="cosine is the demo's, tuned with it; step is the reference ResNet's"),
