@@ -11,12 +11,8 @@ shared: only same-run ratios mean much), each end to end from the CSV:
 It prints images/second of each and its ratio to in-process, plus the
 in-process model-call rate alone (no load, no file reads).
 
-Measured 2026-11-22 on the 2 shared cores, demo export (step 1500), batch 64:
-  --input_csv work/demo/images/train.csv (1457 images): in-process 928.9/s,
-  trainer 947.9/s (1.02x), beam 679.1/s (0.73x); model calls alone 2417.4/s.
-  Default eval.csv (340 images): 308.1/s, 324.7/s (1.05x), 244.9/s (0.79x); 885.7/s.
-Every route spends most of its time reading and decode-checking files and
-starting up; the model call itself is ~40% of the in-process time.
+Its figures, and what they show (reading and decode-checking the files and starting
+up dominate every route at the demo's image size): docs/benchmarks.md#batch-prediction.
 """
 import glob
 import os
