@@ -82,9 +82,8 @@ def build_parser():
     parser.add_argument("--finetune_steps", type=int, default=200, help="0: no fine-tune benchmark")
     parser.add_argument("--finetune_eval_every", type=int, default=20)
     # A fine-tune's usual few target images, few enough that from scratch still learns for
-    # most of its steps (measured 2026-11-25 with 846 eval images: 10 per digit climbs to its
-    # last evaluation; 40 per digit was at its final accuracy by step 80 of 200, 5 per digit
-    # by step 60), and one rate for both runs (a slower rate for scratch alone would be unfair).
+    # most of its steps (docs/benchmarks.md#training: why 10 per digit), and one rate for
+    # both runs (a slower rate for scratch alone would be unfair).
     parser.add_argument("--finetune_learning_rate", type=float, default=0.002,
                         help="--learning_rate of both target runs")
     parser.add_argument("--finetune_train_per_label", type=int, default=10,
@@ -129,7 +128,7 @@ CACHED_BATCHES = 16     # distinct batches both sides cycle through
 # the cached batches, which decodes their JPEGs (timing from step 5 counted 11 batches of decoding).
 WARMUP_STEPS = CACHED_BATCHES
 # Scratch's final accuracy is the mean of its last evaluations: one evaluation's ups and downs
-# (0.944-0.960 on a plateau, 2026-11-25) must not decide whether a run "reached" it.
+# on a plateau (docs/benchmarks.md#training) must not decide whether a run "reached" it.
 FINAL_EVALUATIONS = 3
 GOAL_KERAS_VS_ESTIMATOR = 1.0
 

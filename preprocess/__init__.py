@@ -1,1 +1,1 @@
-"""Preprocessing package: the Beam JPEG -> TFRecord pipeline."""
+"""Preprocessing: JPEGs listed in CSVs (or a label-folder tree) -> validated images -> sharded TFRecords and the dataset files, as a Beam pipeline; the bundled demo dataset."""

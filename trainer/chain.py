@@ -21,10 +21,10 @@ import sys
 import tensorflow as tf
 import yaml
 
-from common import atomic_write, gcs_probe
+from common import gcs_probe
 from trainer.cloud import hptuning
 from trainer.data import byo_records, dataset_info
-from trainer.run import checkpoints
+from trainer.run import params_file
 from trainer.settings import checks, flags, table
 from trainer.settings.checks import ConfigError
 
@@ -50,72 +50,6 @@ def read_config_file(path):
     return values
 
 
-def check_is_not_a_file(directory, key):
-    """ConfigError when the local directory a setting names is a file (nothing is written then).
-    A URL is left alone: gs:// has no directories to be files instead of, and asking would
-    cost a request (and reach the real GCS where the tests' emulator is meant)."""
-    if not directory or "://" in directory:
-        return
-    if tf.io.gfile.exists(directory) and not tf.io.gfile.isdir(directory):
-        raise ConfigError(f"{key}={directory!r} is a file, not a directory: pass a new or "
-                          f"existing directory")
-
-
-def read_saved_params(output_dir):
-    """OUT/params.json of an earlier run, except its per-command settings ({} if there is none).
-
-    The mode is per command: an export-only run must not turn the next plain rerun of
-    the training command into another export; nor may one prediction run's input or
-    export choose what the next one reads. A file that is not a JSON mapping is refused.
-    """
-    if not output_dir:
-        return {}
-    check_is_not_a_file(output_dir, "output_dir")
-    path = os.path.join(output_dir, table.PARAMS_FILE)
-    if not tf.io.gfile.exists(path):
-        return {}
-    with tf.io.gfile.GFile(path) as f:
-        try:
-            saved = json.load(f)
-        except json.JSONDecodeError as err:
-            raise ConfigError(f"{path} is damaged ({err}): restore it from a copy, or use a new "
-                              f"--output_dir") from None
-    if not isinstance(saved, dict):
-        raise ConfigError(f"{path} is not a mapping of settings: restore it, or use a new --output_dir")
-    for key in table.PER_COMMAND_KEYS:
-        saved.pop(key, None)
-    return saved
-
-
-def write_params(params):
-    """Writes OUT/params.json (sorted keys, so runs diff cleanly); returns its path."""
-    tf.io.gfile.makedirs(params["output_dir"])
-    path = os.path.join(params["output_dir"], table.PARAMS_FILE)
-    atomic_write.write_text(path, json.dumps(params, indent=2, sort_keys=True) + "\n")
-    return path
-
-
-def merge(params, sources, overrides, source, is_saved_run=False):
-    """(params, sources) updated with overrides, each value typed by the table; unknown keys
-    are refused by name with the closest setting's name. source: where they came from."""
-    merged, where = dict(params), dict(sources)
-    for key, value in overrides.items():
-        if key in table.DATASET_KEYS:
-            if not is_saved_run:
-                raise ConfigError(f"{source}: {key} is read from the dataset, not set")
-            merged[key] = value  # a saved run's dataset values, for export without data
-        elif key not in table.SETTINGS:
-            raise checks.unknown_key_error(key, source)
-        else:
-            merged[key] = checks.coerce(key, value, flag_source(key, source))
-        where[key] = flag_source(key, source)
-    return merged, where
-
-
-def flag_source(key, source):
-    return f"flag --{key}" if source == "flags" else source
-
-
 def resolve(flag_values, config_file=None):
     """Runs the chain; flag_values holds only the flags the user typed."""
     params, sources = dict(table.DEFAULTS), {}
@@ -126,15 +60,15 @@ def resolve(flag_values, config_file=None):
     reachable = set()  # buckets checked: gs:// without network or credentials is one line at once
     gcs_probe.check_readable(output_dir, "output_dir", reachable)
     gcs_probe.check_readable(config_file, "--config", reachable)
-    saved = read_saved_params(output_dir)
+    saved = params_file.read_saved_params(output_dir)
     if saved:
         saved_file = f"{os.path.join(output_dir, table.PARAMS_FILE)} of an earlier run"
-        params, sources = merge(params, sources, saved, saved_file, is_saved_run=True)
+        params, sources = checks.merge(params, sources, saved, saved_file, is_saved_run=True)
     config_values = read_config_file(config_file) if config_file else {}
-    params, sources = merge(params, sources, config_values, f"--config {config_file}")
-    params, sources = merge(params, sources, flag_values, "flags")
+    params, sources = checks.merge(params, sources, config_values, f"--config {config_file}")
+    params, sources = checks.merge(params, sources, flag_values, "flags")
     checks.check_params(params, sources)
-    check_is_not_a_file(params["predict_output_dir"], "predict_output_dir")
+    params_file.check_is_not_a_file(params["predict_output_dir"], "predict_output_dir")
     for key in GCS_PATH_SETTINGS:
         gcs_probe.check_readable(params[key], key, reachable)
     record_counts = byo_records.RecordCounts(output_dir) if output_dir else None
@@ -142,7 +76,7 @@ def resolve(flag_values, config_file=None):
                                            record_counts=record_counts)
     params = fit_to_data(params)
     if output_dir:
-        check_same_run(saved, params)
+        params_file.check_same_run(saved, params)
         record_counts.save()  # the first write of the run: every check has passed
     return params
 
@@ -156,48 +90,6 @@ def fit_to_data(params):
             "file gets its %d images", params["num_warmup_images"], eval_size)
         params = dict(params, num_warmup_images=eval_size)
     return params
-
-
-def check_same_run(saved, params):
-    """ConfigError naming every setting that differs from the run whose checkpoints
-    output_dir holds; nothing has been written yet. Without a checkpoint there is
-    nothing to mismatch, and the new settings simply replace params.json."""
-    output_dir = params["output_dir"]
-    if not saved or not checkpoints.list_checkpoints(output_dir):  # by the files: the state may be lost
-        return
-    keys = table.RUN_IDENTITY_KEYS + table.NETWORKS[params["model"]].options
-    before = {key: saved_value(saved, key) for key in keys}
-    changed = [describe_change(key, before[key], params[key])
-               for key in keys if before[key] is not NOT_SAVED and before[key] != params[key]]
-    if changed:
-        raise ConfigError(
-            f"output_dir={output_dir!r} holds checkpoints of a run built with other settings: "
-            f"{'; '.join(changed)}. Use a new --output_dir (or the earlier settings and dataset)")
-
-
-NOT_SAVED = object()
-
-
-def saved_value(saved, key):
-    """What the earlier run had for key. A params.json written before a setting existed ran
-    with that setting's default (a new setting's default keeps the old behaviour: --seed 0
-    is unseeded), so resuming it with another value is a change too."""
-    if key in saved:
-        return saved[key]
-    setting = table.SETTINGS.get(key)
-    return setting.default if setting else NOT_SAVED
-
-
-def describe_change(key, before, after):
-    if key == "labels":
-        added, removed = sorted(set(after) - set(before)), sorted(set(before) - set(after))
-        return f"labels +{added} -{removed}" if added or removed else "labels reordered"
-    return f"{key} {before!r} -> {after!r}"
-
-
-def estimator_params(params):
-    """params without the keys TPUEstimator sets itself."""
-    return {k: v for k, v in params.items() if k not in table.TPU_ESTIMATOR_KEYS}
 
 
 def parse_params(argv):

@@ -13,6 +13,7 @@ can fix (common/user_errors.py) is one line and exit code 2, before anything is 
 Ctrl-C (exit 130) and SIGTERM (a preempted machine; exit 143) are one line naming the step
 the same command resumes from.
 """
+import functools
 import importlib.util
 import sys
 
@@ -26,37 +27,35 @@ from trainer.settings import flags  # noqa: E402  (no TensorFlow: --help and typ
 
 
 def main(argv=None):
+    """The steps in sequence: flags, the params chain, the engine, then the run (its checks,
+    lock and mode: trainer/run/driver.py) and the closing summary."""
     console.configure_logging(VERBOSITY)
     typed, config_file = flags.parse_flags(sys.argv[1:] if argv is None else argv)
     # A TPU build of TensorFlow beside a libtpu it cannot run with aborts the process as it
     # loads: say so first, in one line.
     console.exit_on_user_error(libtpu_pair.check_installed_pair)
     # TensorFlow loads only now that the flags have parsed.
-    from trainer.run import failures
+    from trainer.run import checkpoints, failures, modes
     from trainer.report import summary
     from trainer import chain
     try:
         params = chain.resolve(typed, config_file)
-        with console.exit_on_interrupt(lambda: describe_interrupted(params)):
-            result = run_or_explain(load_engine(params["engine"]), params, failures)
+        # What Ctrl-C (exit 130) or SIGTERM (exit 143) leaves: the step the same command resumes from.
+        describe_interrupted = functools.partial(checkpoints.describe_interrupted, params["output_dir"],
+                                                 modes.of(params).trains, params["mode"])
+        with console.exit_on_interrupt(describe_interrupted):
+            run = load_engine(params["engine"])
+            try:
+                result = run(params)
+            except Exception as err:  # noqa: BLE001 (re-raised unless failures names it)
+                explained = failures.explain(err, params)  # a library error a user can fix (a full disk)
+                if explained is None:
+                    raise
+                raise explained from None
     except UserError as err:  # a bad setting, a busy output_dir, data unlike its metadata
         console.exit_with_error(err)
     print(summary.summarize_run(params, result), flush=True)
     return result
-
-
-def describe_interrupted(params):
-    """What a run stopped by Ctrl-C or SIGTERM leaves: the step the same command resumes from
-    (on SIGTERM both engines first save the step training reached)."""
-    from trainer.run import checkpoints, modes
-    output_dir = params["output_dir"]
-    if not modes.of(params).trains:
-        return f"--mode {params['mode']} did not finish; {output_dir} is as the training left it"
-    _, step = checkpoints.latest_checkpoint(output_dir)
-    if not step:
-        return f"no checkpoint yet in {output_dir}; the same command starts training again"
-    return (f"{output_dir} holds checkpoints up to step {step:,}; the same command resumes "
-            f"from there")
 
 
 ESTIMATOR_MISSING = ("--engine estimator needs tensorflow-estimator (TensorFlow <= 2.15), not installed "
@@ -77,17 +76,6 @@ def load_engine(name):
         raise UserError(ESTIMATOR_MISSING)
     from trainer.estimator import cluster
     return cluster.run  # loop.run, or a cluster role of TF_CONFIG
-
-
-def run_or_explain(run, params, failures):
-    """run(params); a library error that is a user's to fix (a full disk) becomes a UserError."""
-    try:
-        return run(params)
-    except Exception as err:  # noqa: BLE001 (re-raised unless failures names it)
-        explained = failures.explain(err, params)
-        if explained is None:
-            raise
-        raise explained from None
 
 
 if __name__ == "__main__":

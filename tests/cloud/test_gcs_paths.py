@@ -26,7 +26,7 @@ import tensorflow as tf
 from common import dataset_files
 from trainer import task
 from trainer.run import eval_records
-from trainer import chain
+from trainer.run import params_file
 from trainer.data import dataset_info
 from trainer.export import contract
 from tests.trainer.conftest import TINY_FLAGS, as_argv
@@ -139,8 +139,8 @@ def test_every_input_read_from_a_non_local_filesystem(tiny_dataset, tmp_path):
 def test_trainer_output_files_on_a_non_local_filesystem(tiny_params, tmp_path):
     out = f"ram://{tmp_path.name}/run"
     params = dict(tiny_params, output_dir=out)
-    assert chain.write_params(params) == f"{out}/params.json"
-    assert chain.read_saved_params(out)["output_dir"] == out
+    assert params_file.write_params(params) == f"{out}/params.json"
+    assert params_file.read_saved_params(out)["output_dir"] == out
     for step in (2, 4):
         eval_records.append_eval_result(out, {"global_step": step, "accuracy": step / 10})
     assert [r["global_step"] for r in eval_records.read_eval_results(out)] == [2, 4]

@@ -119,6 +119,55 @@ def test_no_import_cycles():
     assert cycle is None, " -> ".join(cycle)
 
 
+# The rooms of trainer/ (its subpackages, and its two top-level modules) from the lowest up.
+# A room imports only rooms of a lower rank: settings at the bottom; the definitions both
+# engines share; the networks; the run directory's contract; the params chain; the engines
+# and the report; the entry point. docs/development.md#layout-rules says why.
+TRAINER_RANKS = {
+    "settings": 0,
+    "objective": 1, "data": 1, "export": 1, "cloud": 1,
+    "nets": 2,
+    "run": 3,
+    "chain": 4,
+    "estimator": 5, "keras": 5, "report": 5,
+    "task": 6,
+}
+
+
+def room_of(module):
+    """'trainer.run.driver' -> 'run', 'trainer.chain' -> 'chain'; None outside trainer/ and for
+    trainer/__init__.py (a caption, importing nothing)."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "trainer" and len(parts) > 1 else None
+
+
+def upward_edges(graph, ranks):
+    """'importer -> imported' for every import between two rooms that does not go to a lower rank."""
+    return sorted(f"{module} ({room_of(module)}) -> {imported} ({room_of(imported)})"
+                  for module, imports in graph.items() if room_of(module)
+                  for imported in imports
+                  if room_of(imported) and room_of(imported) != room_of(module)
+                  and ranks[room_of(imported)] >= ranks[room_of(module)])
+
+
+def test_every_trainer_room_has_a_rank():
+    rooms = {room_of(module) for module in import_graph()} - {None}
+    assert rooms == set(TRAINER_RANKS), f"rank these rooms in TRAINER_RANKS: {rooms - set(TRAINER_RANKS)}"
+
+
+def test_the_rank_check_can_fail():
+    graph = {"trainer.run.a": {"trainer.report.b"}, "trainer.report.b": {"trainer.run.a"},
+             "trainer.chain": {"trainer.settings.c"}, "trainer.settings.c": set()}
+    assert upward_edges(graph, TRAINER_RANKS) == ["trainer.run.a (run) -> trainer.report.b (report)"]
+    assert upward_edges({"trainer.keras.a": {"trainer.estimator.b"}}, TRAINER_RANKS)  # same rank
+
+
+def test_trainer_rooms_import_only_lower_rooms():
+    """No import runs back up, nor sideways between two rooms of one rank: the rooms form no cycle."""
+    bad = upward_edges(import_graph(), TRAINER_RANKS)
+    assert not bad, "\n".join(bad)
+
+
 def layout_block():
     """The code block of README.md's "## Layout" section."""
     text = (ROOT / "README.md").read_text().split("\n## Layout\n", 1)[1]

@@ -18,6 +18,7 @@ from tests.trainer.conftest import TINY_FLAGS, as_argv
 from trainer.data import byo_records, data_checks, input as input_lib
 from trainer.run import eval_records
 from trainer import chain
+from trainer.run import params_file
 from trainer.estimator import loop
 
 # Three ImageNet synsets; imagenet_to_gcs numbers the sorted synsets from 1.
@@ -134,7 +135,7 @@ def test_validation_is_an_eval_split_name_of_this_projects_datasets_too(write_tf
 
 def test_counts_given_by_flags_skip_the_pass(imagenet_dir, tmp_path, monkeypatch):
     counted = chain.parse_params(byo_argv(imagenet_dir, tmp_path / "counted"))
-    chain.write_params(counted)  # a run that counted and named its classes
+    params_file.write_params(counted)  # a run that counted and named its classes
     monkeypatch.setattr(byo_records, "scan_file", lambda path: pytest.fail(f"{path} was read"))
     given = {"num_train_examples": 24, "num_eval_examples": 9}
     params = chain.parse_params(byo_argv(imagenet_dir, tmp_path / "out", **given))

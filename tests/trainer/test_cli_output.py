@@ -78,7 +78,7 @@ def test_progress_line_format():
 
 def test_a_run_writes_tensorboards_hparams_view(tiny_params):
     from tensorboard.plugins.hparams import plugin_data_pb2
-    from trainer.report import hparams_view
+    from trainer.run import hparams_view
     from trainer.estimator import loop
     loop.run(dict(tiny_params, train_steps=2, steps_per_eval=2))
     import glob

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer.report import eval_pictures
+from trainer.run import eval_pictures
 from trainer.run import eval_records
 from trainer.estimator import model
 from trainer.objective import metrics as objective_metrics

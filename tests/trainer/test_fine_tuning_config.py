@@ -10,6 +10,7 @@ import tensorflow as tf
 from tests.trainer.conftest import as_argv
 from trainer.settings import checks
 from trainer import chain
+from trainer.run import params_file
 
 
 def parse(tiny_argv, **flags):
@@ -60,7 +61,7 @@ def test_bad_fine_tuning_settings_are_named(tiny_argv, flags, message):
 
 def fake_checkpoint(params):
     """params.json and a checkpoint in params["output_dir"]: a run that has started."""
-    chain.write_params(params)
+    params_file.write_params(params)
     with tf.Graph().as_default(), tf.compat.v1.Session() as session:
         step = tf.compat.v1.train.get_or_create_global_step()
         session.run(step.initializer)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from trainer import chain
-from trainer.run import eval_records
+from trainer.run import checkpoints, eval_records
 from trainer.estimator import loop
 from trainer.run import evaluations
 from trainer.cloud import hptuning
@@ -56,8 +56,9 @@ def test_an_evaluation_is_recorded_and_reported_once(tiny_params, tmp_path, monk
         (params["early_stopping_metric"], record["global_step"])))
     engine = loop.EstimatorEngine(tiny_params)
     engine.train(max_steps=2)
-    record = evaluations.evaluate_and_record(engine, tiny_params)
+    latest = checkpoints.latest_checkpoint(tiny_params["output_dir"]).prefix
+    record = evaluations.evaluate_and_record(engine, tiny_params, latest)
     assert record["evaluations_without_improvement"] == 0 and "best_export" in record
-    assert evaluations.evaluate_and_record(engine, tiny_params) is None
+    assert evaluations.evaluate_and_record(engine, tiny_params, latest) is None
     assert reported == [("accuracy", 2)]
     assert eval_records.read_eval_results(tiny_params["output_dir"]) == [record]

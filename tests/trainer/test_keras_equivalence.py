@@ -21,10 +21,9 @@ import pytest
 import tensorflow as tf
 
 from tests.engines import needs_estimator
-from trainer.nets import warm_start
 from trainer.objective import metrics
 from trainer.objective.averages import EMA_SUFFIX
-from trainer.run import checkpoints
+from trainer.run import checkpoints, warm_start
 
 STEP = 7
 TOLERANCE = 1e-6

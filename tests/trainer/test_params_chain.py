@@ -11,6 +11,7 @@ import tensorflow as tf
 from trainer import task
 from trainer.settings import checks, table
 from trainer import chain
+from trainer.run import params_file
 
 
 def test_dataset_values_come_from_metadata_not_constants(tiny_params):
@@ -41,7 +42,7 @@ def test_config_file_sits_between_defaults_and_flags(tiny_argv, tmp_path):
 
 
 def test_saved_params_are_the_base_of_a_rerun(tiny_argv, tiny_params):
-    chain.write_params(dict(tiny_params, learning_rate=0.123))
+    params_file.write_params(dict(tiny_params, learning_rate=0.123))
     saved = json.loads((tf.io.gfile.GFile(
         f"{tiny_params['output_dir']}/{table.PARAMS_FILE}").read()))
     assert saved["learning_rate"] == 0.123
@@ -50,10 +51,10 @@ def test_saved_params_are_the_base_of_a_rerun(tiny_argv, tiny_params):
 
 
 def test_export_mode_reads_labels_from_saved_params(tiny_params, tiny_argv):
-    chain.write_params(tiny_params)
+    params_file.write_params(tiny_params)
     params = chain.parse_params([f"--output_dir={tiny_params['output_dir']}", "--mode=export"])
     assert params["labels"] == ["cat", "dog", "fish"]
-    chain.write_params(params)  # as the export run does
+    params_file.write_params(params)  # as the export run does
     assert chain.parse_params(tiny_argv)["mode"] == "train_and_eval"  # the mode is not inherited
 
 
@@ -93,7 +94,7 @@ def test_dataset_keys_cannot_be_set(tiny_argv, tmp_path):
 
 
 def test_tpu_owned_keys_never_reach_the_estimator(tiny_params):
-    params = chain.estimator_params(tiny_params)
+    params = table.estimator_params(tiny_params)
     assert not set(params) & {"batch_size", "context", "use_tpu"}
 
 

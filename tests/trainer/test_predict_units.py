@@ -13,7 +13,7 @@ import pytest
 
 from common import prediction_inputs, prediction_records
 from trainer.settings import checks, table
-from trainer import chain
+from trainer.run import params_file
 from trainer.estimator import predict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -91,8 +91,8 @@ def test_bad_predict_settings_are_named(overrides, message):
     ("predict_input", "a.csv"), ("predict_export_dir", "/e/1"), ("predict_output_dir", "/p"),
     ("predict_format", "csv")])
 def test_one_prediction_command_does_not_steer_the_next(tmp_path, key, value):
-    chain.write_params(dict(table.DEFAULTS, output_dir=str(tmp_path), mode="predict", **{key: value}))
-    saved = chain.read_saved_params(str(tmp_path))
+    params_file.write_params(dict(table.DEFAULTS, output_dir=str(tmp_path), mode="predict", **{key: value}))
+    saved = params_file.read_saved_params(str(tmp_path))
     assert key not in saved and "mode" not in saved
     assert saved["image_size"] == table.DEFAULTS["image_size"]  # model settings carry over
 

@@ -18,7 +18,8 @@ from PIL import Image
 
 from tests.conftest import NUM_GOOD_IMAGES, make_jpeg_bytes
 from trainer.run import eval_records
-from trainer.report import data as report_data, html as report_html, metrics as report_metrics, page as report, svg as report_svg
+from trainer.objective import confusion
+from trainer.report import data as report_data, html as report_html, page as report, svg as report_svg
 
 SVG = "{http://www.w3.org/2000/svg}"
 CHROMIUM = shutil.which("chromium")
@@ -46,26 +47,26 @@ TRUE_IDS, PREDICTED_IDS = [0, 0, 0, 1, 1, 2, 2, 2], [0, 0, 1, 1, 2, 2, 2, 0]
 
 
 def test_confusion_matrix_has_true_rows_and_predicted_columns():
-    matrix = report_metrics.confusion_matrix(TRUE_IDS, PREDICTED_IDS, 4)
+    matrix = confusion.confusion_matrix(TRUE_IDS, PREDICTED_IDS, 4)
     np.testing.assert_array_equal(matrix, [[2, 1, 0, 0], [0, 1, 1, 0], [1, 0, 2, 0], [0, 0, 0, 0]])
-    assert report_metrics.accuracy(matrix) == 5 / 8
+    assert confusion.accuracy(matrix) == 5 / 8
 
 
 @pytest.mark.parametrize("true_ids, predicted_ids", [([0, 3], [0, 0]), ([0, 1], [0, -1]), ([0], [0, 1])])
 def test_confusion_matrix_rejects_ids_it_cannot_place(true_ids, predicted_ids):
     with pytest.raises(ValueError):
-        report_metrics.confusion_matrix(true_ids, predicted_ids, 3)
+        confusion.confusion_matrix(true_ids, predicted_ids, 3)
 
 
 def test_precision_recall_and_f1_per_class_and_macro():
-    metrics = report_metrics.class_metrics(report_metrics.confusion_matrix(TRUE_IDS, PREDICTED_IDS, 4))
+    metrics = confusion.class_metrics(confusion.confusion_matrix(TRUE_IDS, PREDICTED_IDS, 4))
     assert [(m.support, m.predicted) for m in metrics] == [(3, 3), (2, 2), (3, 3), (0, 0)]
     assert [m.precision for m in metrics] == pytest.approx([2 / 3, 1 / 2, 2 / 3, None])
     assert [m.recall for m in metrics] == pytest.approx([2 / 3, 1 / 2, 2 / 3, None])
     assert [m.f1 for m in metrics] == pytest.approx([2 / 3, 1 / 2, 2 / 3, None])
     # scikit-learn's zero_division=0: the undefined class counts as 0.
-    assert report_metrics.macro_average(metrics)["recall"] == pytest.approx((2 / 3 + 1 / 2 + 2 / 3) / 4)
-    lopsided = report_metrics.class_metrics(np.array([[3, 1], [0, 0]]))
+    assert confusion.macro_average(metrics)["recall"] == pytest.approx((2 / 3 + 1 / 2 + 2 / 3) / 4)
+    lopsided = confusion.class_metrics(np.array([[3, 1], [0, 0]]))
     assert (lopsided[0].precision, lopsided[0].recall) == (1.0, 0.75)
     assert lopsided[0].f1 == pytest.approx(2 * 0.75 / 1.75)
     assert (lopsided[1].precision, lopsided[1].recall, lopsided[1].f1) == (0.0, None, None)

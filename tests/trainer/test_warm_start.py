@@ -18,7 +18,7 @@ from tests.trainer.fine_tune_helpers import write_backbone_weights
 from trainer import nets, task
 from trainer import chain
 from trainer.estimator import loop, model
-from trainer.nets import warm_start
+from trainer.run import params_file, warm_start
 
 ModeKeys = tf.estimator.ModeKeys
 DIGITS = tuple(str(i) for i in range(10))
@@ -80,7 +80,7 @@ def ten_class_checkpoint(five_class_data, tmp_path):
         with tf.compat.v1.Session(graph=graph) as session:
             session.run(tf.compat.v1.global_variables_initializer())
             tf.compat.v1.train.Saver().save(session, str(out / "model.ckpt"), global_step=0)
-    chain.write_params(params)
+    params_file.write_params(params)
     return out
 
 

@@ -17,7 +17,6 @@ import tensorflow as tf
 
 from common import console
 from common.user_errors import UserError
-from trainer import chain
 from trainer.data import mix
 from trainer.settings import checks, flags, table
 
@@ -99,7 +98,9 @@ def main(check_train_step, prog, verbosity, argv=None):
     typed.pop("config", None)
     console.configure_logging(verbosity)
     try:
-        params, sources = chain.merge(table.DEFAULTS, {}, typed, "flags")
+        sources = {key: f"flag --{key}" for key in typed}  # the parser knows only the table's settings
+        params = dict(table.DEFAULTS, **{key: checks.coerce(key, value, sources[key])
+                                         for key, value in typed.items()})
         params.update(num_classes=10, labels=[str(i) for i in range(10)], output_dir="/tmp/xla_check")
         checks.check_params(params, sources)
         losses = check_train_step(params)

@@ -1,1 +1,1 @@
-"""Dataset readers: the input pipeline, your own TFRecords, data checks before a run."""
+"""Dataset readers: the input pipeline, the dataset files (labels, class count, split sizes), your own TFRecords, data checks before a run."""

@@ -37,22 +37,28 @@ DECODE_ERRORS = ("DecodeAndCropJpeg", "DecodeImage", "Invalid JPEG data", "Inval
 
 def check_before_run(params):
     """DatasetError naming the first file or count that does not match metadata.json
-    (or, for records without one, --num_eval_examples / OUT/record_counts.json)."""
-    if params["mode"] in table.EVAL_MODES:
+    (or, for records without one, --num_eval_examples / OUT/record_counts.json). Each glob
+    is listed once and judged once: this project's dataset, or your own records."""
+    keys = split_paths(params)
+    files = {"eval_data_path": input_lib.list_files(params["eval_data_path"])} if "eval_data_path" in keys else {}
+    own = {key: not byo_records.has_dataset_files(params[key]) for key in keys}  # your own records (byo_records.py)
+    if "eval_data_path" in keys:
         pattern = params["eval_data_path"]
-        files = input_lib.list_files(pattern)
         # Your own records counted into OUT/record_counts.json at their current size need no recount.
-        found = byo_records.cached_records(files, params["output_dir"]) if is_own(pattern) else None
+        found = (byo_records.cached_records(files["eval_data_path"], params["output_dir"])
+                 if own["eval_data_path"] else None)
         if found is None:
-            found = input_lib.count_records(files)
+            found = input_lib.count_records(files["eval_data_path"])
         if found != params["num_eval_examples"]:
             raise DatasetError(f"eval_data_path={pattern!r} holds {found} records, but "
-                               f"{count_source(pattern)} counts {params['num_eval_examples']}: "
-                               f"{fix_for_count(pattern)}")
-    if params["mode"] in table.TRAIN_MODES and not is_own(params["train_data_path"]):
-        check_shard_count(params["train_data_path"])
-    for key in split_paths(params):
-        check_images(input_lib.list_files(params[key]), SAMPLE_RECORDS)
+                               f"{count_source(own['eval_data_path'])} counts "
+                               f"{params['num_eval_examples']}: {fix_for_count(own['eval_data_path'])}")
+    if "train_data_path" in keys:
+        files["train_data_path"] = input_lib.list_files(params["train_data_path"])
+        if not own["train_data_path"]:
+            check_shard_count(params["train_data_path"], len(files["train_data_path"]))
+    for key in keys:
+        check_images(files[key], SAMPLE_RECORDS)
 
 
 def split_paths(params):
@@ -101,30 +107,25 @@ def image_problem(record):
     return None
 
 
-def is_own(pattern):
-    """True for records without labels.txt/metadata.json (trainer/data/byo_records.py)."""
-    return not byo_records.has_dataset_files(pattern)
-
-
-def fix_for_count(pattern):
+def fix_for_count(is_own_records):
     """What to do about a wrong eval count: the count was given by flag, or the data changed."""
-    if is_own(pattern):
+    if is_own_records:
         return RECOUNT
     return f"the files changed since preprocessing; {RERUN}"
 
 
-def count_source(pattern):
+def count_source(is_own_records):
     """Where the expected eval count came from."""
-    return (f"--num_eval_examples (or {byo_records.CACHE_FILE})" if is_own(pattern)
+    return (f"--num_eval_examples (or {byo_records.CACHE_FILE})" if is_own_records
             else "metadata.json beside it")
 
 
-def check_shard_count(pattern):
-    """The glob must match every shard of its split, as metadata.json lists them."""
+def check_shard_count(pattern, found):
+    """The glob must match every shard of its split, as metadata.json lists them (found: the
+    number of files it matches)."""
     _, dataset_metadata = dataset_info.read_dataset_info(pattern)
     split = dataset_info.split_of(pattern, dataset_metadata)
     expected = dataset_metadata["splits"][split]["shards"]
-    found = len(input_lib.list_files(pattern))
     if found != expected:
         raise DatasetError(f"train_data_path={pattern!r} matches {found} files, but metadata.json "
                            f"lists {expected} {split} shards: a shard is missing or extra; {RERUN}")

@@ -307,7 +307,7 @@ def checked_labels(label_ids, params, file_pattern):
     Records and labels.txt from two different preprocessing runs would otherwise fail
     deep inside the loss op (or, on TPU, train on garbage). Runs on the host (input_fn).
     """
-    # Absent only from hand-built params: config.DEFAULTS has it (0).
+    # Absent only from hand-built params: table.DEFAULTS has it (0).
     offset = int(params.get("label_offset", 0))
     labels = tf.cast(label_ids, tf.int32) - offset
     message = label_error(params, file_pattern)

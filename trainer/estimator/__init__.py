@@ -1,1 +1,1 @@
-"""The TPUEstimator engine: model_fn, the train/evaluate loop, export, predict, warm start."""
+"""The TPUEstimator engine: model_fn, the TPUEstimator and its answers to the driver, export, predict, a parameter-server cluster's roles, the XLA check."""

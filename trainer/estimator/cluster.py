@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from trainer.data import input as input_lib
 from trainer.estimator import loop
-from trainer.run import checkpoints, driver, modes
+from trainer.run import checkpoints, modes, seeds
 from trainer.cloud.tf_config import (CHIEF_TYPES, TRAINER_TYPES, ClusterError, is_ps_cluster,
                                read_tf_config, task_of)
 
@@ -111,7 +111,7 @@ def wait_for_chief(output_dir, timeout_secs=CHIEF_WAIT_SECS):
 
 def train_worker(params, index=0, name="worker"):
     """On worker index: trains to train_steps with the chief; the chief checkpoints and evaluates."""
-    driver.seed_process(params)
+    seeds.seed_process(params)
     estimator = loop.make_estimator(params)
     # A seeded worker reads its own order, not the chief's (stream 0) nor another worker's.
     start_step = checkpoints.latest_checkpoint(params["output_dir"])[1]

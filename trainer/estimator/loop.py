@@ -14,12 +14,12 @@ TPUConfig) and answers the Engine calls (trainer/run/engine.py) with it. Killed 
 import tensorflow as tf
 
 from common import console
-from trainer import chain
 from trainer.cloud import tf_config, tpu
 from trainer.data import input as input_lib
 from trainer.estimator import export, model, predict
 from trainer.run import checkpoints, driver, predictions, progress
 from trainer.run import engine as engine_seam
+from trainer.settings import table
 
 ModeKeys = tf.estimator.ModeKeys
 
@@ -53,7 +53,7 @@ def make_estimator(params):
     """The TPUEstimator; with use_tpu off it runs the same model_fn on CPU/GPU."""
     return tf.compat.v1.estimator.tpu.TPUEstimator(
         model_fn=model.model_fn, config=make_run_config(params),
-        params=chain.estimator_params(params), use_tpu=params["use_tpu"],
+        params=table.estimator_params(params), use_tpu=params["use_tpu"],
         train_batch_size=params["train_batch_size"], eval_batch_size=params["eval_batch_size"],
         predict_batch_size=params["predict_batch_size"],
         export_to_tpu=False)  # a CPU-servable SavedModel: no TPU ops in the serving graph

@@ -11,7 +11,7 @@ changes; the eval cross_entropy metric stays the plain one), lr_schedule
 moving average of the weights, kept beside them and restored in their place for
 evaluation, prediction and export). Networks with a backbone (trainer/nets)
 train it at learning_rate x backbone_learning_rate_multiplier, or not at all
-with freeze_backbone; a fresh run can start from another's weights (trainer/nets/warm_start.py).
+with freeze_backbone; a fresh run can start from another's weights (trainer/run/warm_start.py).
 The loss, the learning rate, what the average covers and the serving outputs are
 defined once for both engines (trainer/objective/, trainer/export/contract.py);
 what is TPUEstimator's own stays here: the spec per mode, metric_fn, host_call and the
@@ -26,9 +26,9 @@ from common import signature
 from trainer import nets
 from trainer.estimator import optimizer as optimizer_lib
 from trainer.export import contract
-from trainer.nets import warm_start
 from trainer.objective import averages, loss as loss_lib, metrics as metrics_lib, schedule
 from trainer.objective.metrics import CONFUSION_MATRIX_METRIC, batch_accuracy, effective_top_k
+from trainer.run import warm_start
 
 ModeKeys = tf.estimator.ModeKeys
 TPUEstimatorSpec = tf.compat.v1.estimator.tpu.TPUEstimatorSpec

@@ -38,6 +38,17 @@ def make_checkpoint(model):
     return tf.train.Checkpoint(**parts)
 
 
+def escape_name(name):
+    """tf.train.Checkpoint's escaping of a dependency name ('.' -> '..', '/' -> '.S'), as in
+    the keys of the network's variables (checkpoints.unescape_name reads them back)."""
+    return name.replace(".", "..").replace("/", ".S")
+
+
+def network_key(name):
+    """The key of network variable `name` in a checkpoint of this engine."""
+    return f"{checkpoints.NETWORK}/{escape_name(name)}{checkpoints.OBJECT_VALUE}"
+
+
 def make_manager(checkpoint, params):
     return tf.train.CheckpointManager(checkpoint, params["output_dir"],
                                       max_to_keep=params["keep_checkpoint_max"],

@@ -37,7 +37,8 @@ class KerasEngine(engine_seam.Engine):
         self._train_iterator = self._eval_dataset = None
 
     def train(self, max_steps):
-        return train_lib.train(self, max_steps)
+        return train_lib.train(self.model, self.train_function, self.train_iterator(), self.manager,
+                               self.params, max_steps)
 
     def train_iterator(self):
         """Made once: its shuffle buffer and cache live across rounds."""
@@ -53,7 +54,8 @@ class KerasEngine(engine_seam.Engine):
         return self._eval_dataset
 
     def evaluate(self, checkpoint_path):
-        return evaluate_lib.evaluate(self, checkpoint_path)
+        return evaluate_lib.evaluate(self.model.network, self.eval_step, self.eval_dataset(),
+                                     self.eval_dir, self.params, checkpoint_path)
 
     def export(self, checkpoint_path, staging_base):
         return export_lib.write_saved_model(self.model.network, self.params, checkpoint_path, staging_base)

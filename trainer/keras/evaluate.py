@@ -20,8 +20,7 @@ import tensorflow as tf
 from trainer.data import input as input_lib
 from trainer.keras import checkpoint as checkpoint_lib, input_context
 from trainer.objective import loss as loss_lib, metrics
-from trainer.report import eval_pictures
-from trainer.run import checkpoints
+from trainer.run import checkpoints, eval_pictures
 
 
 def make_eval_dataset(params, strategy):
@@ -69,17 +68,18 @@ def run_eval_pass(eval_step, dataset, params):
     return results, totals["confusion"]
 
 
-def evaluate(engine, checkpoint_path):
-    """The eval metrics of checkpoint_path, with CONFUSION_MATRIX_METRIC; scalars to OUT/eval."""
-    params = engine.params
+def evaluate(network, eval_step, dataset, eval_dir, params, checkpoint_path):
+    """The eval metrics of checkpoint_path read into network, one pass of eval_step
+    (make_eval_step's) over dataset (make_eval_dataset's), with CONFUSION_MATRIX_METRIC;
+    scalars to eval_dir (OUT/eval)."""
     use_averages = bool(params["moving_average_decay"])
     # The step before the restore: beside a trainer, keep_checkpoint_max may delete the files
     # once they are read, and nothing after the restore may need them again.
     step = checkpoints.step_of(checkpoint_path)
-    with checkpoint_lib.weights_of(engine.model.network, checkpoint_path, use_averages) as network:
-        results, matrix = run_eval_pass(engine.eval_step, engine.eval_dataset(), params)
+    with checkpoint_lib.weights_of(network, checkpoint_path, use_averages) as network:
+        results, matrix = run_eval_pass(eval_step, dataset, params)
         results["loss"] += float(loss_lib.weight_decay(network, params))
-    write_eval_scalars(engine.eval_dir, step, results)
+    write_eval_scalars(eval_dir, step, results)
     results[metrics.CONFUSION_MATRIX_METRIC] = matrix
     return results
 

@@ -15,9 +15,8 @@ clipping, so they are averaged as CrossShardOptimizer averages them.
 import tensorflow as tf
 
 from trainer import nets
-from trainer.nets import warm_start
 from trainer.objective import averages, loss as loss_lib, metrics, schedule
-from trainer.run import checkpoints
+from trainer.run import checkpoints, warm_start
 
 TF1_ADAM_EPSILON = 1e-8  # tf.compat.v1.train.AdamOptimizer's, which the Estimator engine uses
 
@@ -93,7 +92,7 @@ def split_by_backbone(network):
 
 
 def warm_start_network(network, params):
-    """A fresh run's network starts from --warm_start_from (trainer/nets/warm_start.py: the same
+    """A fresh run's network starts from --warm_start_from (trainer/run/warm_start.py: the same
     sources and checks as the Estimator engine's); returns {key in the source: variable}."""
     if not params["warm_start_from"] or not warm_start.is_fresh(params):
         return {}

@@ -13,10 +13,10 @@ multiples of save_summary_steps are written from them: no call ends early for a
 summary. The iterator lives as long as the engine, so each round continues the same
 shuffled stream instead of starting it again.
 
-Why this loop and not model.fit: fit would run the same train_step, but on the 2 shared
-cores here the wall time of fit's calls varied threefold at the same CPU time per step
-(bench/bench_train.py, 2026-11-24; this loop did not), and a fit per checkpoint would
-restart the input stream each time. TensorBoard gets loss, learning_rate,
+Why this loop and not model.fit: fit would run the same train_step, but the wall time of
+its calls varied far more at the same CPU time per step than this loop's
+(docs/migration.md#why-not-modelfit-itself), and a fit per checkpoint would restart the
+input stream each time. TensorBoard gets loss, learning_rate,
 train_accuracy, global_step/sec and examples/sec in OUT every save_summary_steps; the
 progress line (trainer/run/progress.py's) shows every progress_seconds.
 
@@ -29,8 +29,7 @@ import tensorflow as tf
 from common import console
 from trainer.data import input as input_lib
 from trainer.keras import input_context
-from trainer.report import eval_pictures
-from trainer.run import progress
+from trainer.run import eval_pictures, progress
 
 
 def make_train_iterator(params, strategy, start_step=0):
@@ -81,27 +80,28 @@ def plan_executions(step, max_steps, params):
     return plan
 
 
-def train(engine, max_steps):
-    """Trains engine.model from its step to max_steps, saving checkpoints; returns the final step.
+def train(model, train_function, iterator, manager, params, max_steps):
+    """Trains model (a TrainingModel) from its step to max_steps, each call of train_function
+    (make_train_function's) on the next batches of iterator, saving checkpoints with manager (a
+    tf.train.CheckpointManager); returns the final step.
 
     SIGTERM (a preempted TPU VM, a stopped Vertex job) is deferred to the end of the call
     under way (console.deferring_termination): its step is saved as model.ckpt-<step>, and
     console.Terminated ends the run with one line naming it. Calls are planned from the
     multiples of save_checkpoints_steps, so the resumed run's checkpoints fall on them again."""
-    params, model = engine.params, engine.model
     log = TrainingLog(params, int(model.step.numpy()))
     step = log.start_step
     with console.deferring_termination():
         for steps in plan_executions(step, max_steps, params):
             try:
-                logs = engine.train_function(engine.train_iterator(), tf.constant(steps, tf.int64))
+                logs = train_function(iterator, tf.constant(steps, tf.int64))
             except tf.errors.OutOfRangeError:  # no full batch: trainer/run/rounds.py says so
                 break
             step = int(model.step.numpy())
             log.after_call(step, logs)
             is_terminating = console.is_termination_requested()  # read once: it may come any time
             if is_terminating or step % params["save_checkpoints_steps"] == 0 or step == max_steps:
-                engine.manager.save(checkpoint_number=step)
+                manager.save(checkpoint_number=step)
             if is_terminating:
                 break
         log.report(step)

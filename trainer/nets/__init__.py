@@ -74,9 +74,9 @@ def fixed_learning_phase():
     """Builds a Keras functional model in graph mode without a cond per layer.
 
     In graph mode Keras traces the functional model on a symbolic learning phase,
-    building both branches of every batch-norm and dropout layer: MobileNetV2 took
-    4.7 s to build, 1.4 s with the phase fixed (measured here). That trace is never
-    run: model_fn calls the network with training given explicitly. (Keras
+    building both branches of every batch-norm and dropout layer, which roughly triples
+    the build time of the deeper networks (docs/benchmarks.md#training). That trace is
+    never run: model_fn calls the network with training given explicitly. (Keras
     deprecates the scope, hence its warning is silenced.)
     """
     with warnings.catch_warnings():

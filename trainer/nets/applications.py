@@ -4,7 +4,7 @@ resnet50 (the ImageNet bottleneck ResNet), efficientnet_b0, mobilenet_v2,
 efficientnetv2_b0, efficientnetv2_s and convnext_tiny are built with weights=None
 and include_top=False: nothing is downloaded. ImageNet
 weights come from a Keras weights file the user downloaded, through
---warm_start_from (trainer/nets/warm_start.py, which calls load_backbone_weights).
+--warm_start_from (trainer/run/warm_start.py, which calls load_backbone_weights).
 
 Input: images arrive in [-1, 1] (common/image_ops.py, the one image path of
 training, evaluation and serving). An ImageNetInput layer in front of the
@@ -197,7 +197,7 @@ def build_application(name, num_classes, image_size, dtype, freeze_backbone, dro
 
 
 def make_builder(name):
-    """build(num_classes, image_size, dtype, **options) for nets.NETWORKS (options: the table's)."""
+    """build(num_classes, image_size, dtype, **options) for nets.BUILDERS (options: the table's)."""
     def build(num_classes, image_size, dtype, freeze_backbone, dropout_rate, batch_norm_momentum=None):
         return build_application(name, num_classes, image_size, dtype, freeze_backbone, dropout_rate,
                                  batch_norm_momentum)

@@ -14,7 +14,7 @@ import tensorflow as tf
 from trainer.objective import loss as loss_lib
 
 # The eval metric whose value is the [C, C] confusion matrix: drawn for TensorBoard
-# (trainer/report/eval_pictures.py), never put in eval_results.jsonl. Not the image's
+# (trainer/run/eval_pictures.py), never put in eval_results.jsonl. Not the image's
 # tag: Estimator also writes this value, as a tensor summary, and TensorBoard keeps
 # the first kind it sees for a tag, which would hide the image.
 CONFUSION_MATRIX_METRIC = "confusion_matrix_counts"

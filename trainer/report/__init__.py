@@ -1,1 +1,1 @@
-"""The report and pictures: the HTML report page, TensorBoard eval pictures and HParams."""
+"""What a person reads about a run: the HTML report page (python -m trainer.report OUT) and a command's closing summary."""

@@ -39,14 +39,15 @@ def main(argv=None):
     args = make_parser().parse_args(sys.argv[1:] if argv is None else argv)
     if args.max_images < 0:
         console.exit_with_error(f"--max_images={args.max_images} must be 0 or more")
-    from trainer.report import html as report_html, metrics as report_metrics, page as report_page
+    from trainer.objective import confusion
+    from trainer.report import html as report_html, page as report_page
     try:
         page = report_page.build_page(args.output_dir, args.eval_data_path, args.max_images)
     except UserError as err:  # ReportError, ExportNotFound: named, with the fix
         console.exit_with_error(err)
     output = args.output or os.path.join(args.output_dir, REPORT_FILE)
     url = report_page.write_text(output, report_html.render_page(page))
-    accuracy = report_metrics.accuracy(page.matrix)
+    accuracy = confusion.accuracy(page.matrix)
     print(f"report: {output} (step {page.export_step}, {int(page.matrix.sum())} eval images, "
           f"accuracy {accuracy:.4f}, {page.num_mistakes} misclassified); open {url}", flush=True)
     return output

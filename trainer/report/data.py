@@ -21,7 +21,7 @@ from common import chunks, export_predictor, export_versions, record_schema, sig
 from common.user_errors import UserError
 from trainer.settings import table
 from trainer.run import eval_records
-from trainer import chain
+from trainer.run import params_file
 
 PREDICT_BATCH = 256  # images per call of the serving signature: bounded memory, few calls
 
@@ -52,7 +52,7 @@ def read_run_params(output_dir):
     """OUT/params.json; ReportError when OUT is not a trainer run directory."""
     if not tf.io.gfile.isdir(output_dir):
         raise ReportError(f"{output_dir} does not exist; pass the --output_dir of a training run")
-    params = chain.read_saved_params(output_dir)
+    params = params_file.read_saved_params(output_dir)
     if not params:
         raise ReportError(f"{output_dir} is not a run directory (no {table.PARAMS_FILE}); "
                           "pass the --output_dir of a training run")

@@ -2,7 +2,7 @@
 
 Sections: what was evaluated, the training curves (trainer/report/svg.py), the
 confusion matrix (a table whose cells are shaded by the share of their row),
-per-class precision/recall/F1 (trainer/report/metrics.py) and a grid of the
+per-class precision/recall/F1 (trainer/objective/confusion.py) and a grid of the
 most confident mistakes, each JPEG inlined as a data: URI.
 
     .venv/bin/python -m trainer.report OUT      # writes OUT/report.html through this module
@@ -11,7 +11,8 @@ import base64
 import dataclasses
 import html
 
-from trainer.report import metrics as report_metrics, svg as report_svg
+from trainer.objective import confusion
+from trainer.report import svg as report_svg
 
 MAX_MATRIX_CLASSES = 100  # a 100x100 table is still readable when zoomed; beyond, the table alone
 ACCURACY_COLORS = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b")
@@ -79,10 +80,10 @@ def facts_html(page):
     rows = [("run", page.output_dir),
             (f"{page.export_kind} export", f"{page.export_dir} (step {page.export_step})"),
             ("eval data", f"{page.eval_pattern} ({total} images, {len(page.labels)} classes)"),
-            ("export's eval accuracy", percent(report_metrics.accuracy(page.matrix))),
+            ("export's eval accuracy", percent(confusion.accuracy(page.matrix))),
             ("recorded at that step", percent(recorded_accuracy(page))),
-            ("macro F1", percent(report_metrics.macro_average(
-                report_metrics.class_metrics(page.matrix))["f1"]))]
+            ("macro F1", percent(confusion.macro_average(
+                confusion.class_metrics(page.matrix))["f1"]))]
     items = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(str(v))}</dd>" for k, v in rows)
     return f'<dl class="facts">{items}</dl>'
 
@@ -115,7 +116,7 @@ def curves_html(page):
 
 def cell_style(count, row_total, is_diagonal):
     """Blue for hits, red for mistakes, darker the larger the share of the row."""
-    share = report_metrics.row_shade(count, row_total)
+    share = confusion.row_shade(count, row_total)
     rgb = "31,119,180" if is_diagonal else "214,39,40"
     text = "#fff" if share > 0.6 else "#222"
     return f"background: rgba({rgb},{share:.3f}); color: {text}"
@@ -139,14 +140,14 @@ def matrix_html(matrix, labels):
 
 
 def class_table_html(matrix, labels):
-    metrics = report_metrics.class_metrics(matrix)
+    metrics = confusion.class_metrics(matrix)
     rows = ["<tr><th>class</th><th>images</th><th>predicted</th><th>precision</th>"
             "<th>recall</th><th>F1</th></tr>"]
     for label, m in zip(labels, metrics):
         rows.append(f"<tr><th>{html.escape(label)}</th><td>{m.support}</td><td>{m.predicted}</td>"
                     f"<td>{percent(m.precision)}</td><td>{percent(m.recall)}</td>"
                     f"<td>{percent(m.f1)}</td></tr>")
-    macro = report_metrics.macro_average(metrics)
+    macro = confusion.macro_average(metrics)
     rows.append(f"<tr><th>macro average</th><td>{int(matrix.sum())}</td><td></td>"
                 f"<td>{percent(macro['precision'])}</td><td>{percent(macro['recall'])}</td>"
                 f"<td>{percent(macro['f1'])}</td></tr>")

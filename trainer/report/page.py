@@ -16,7 +16,8 @@ import tensorflow as tf
 
 from common import export_predictor
 from trainer.run import eval_records
-from trainer.report import data as report_data, html as report_html, metrics as report_metrics
+from trainer.objective import confusion
+from trainer.report import data as report_data, html as report_html
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ def build_page(output_dir, eval_pattern, max_images):
         export, report_data.read_eval_records(paths), max_images)
     if not evaluation.true_ids:
         raise report_data.ReportError(f"no eval data: {eval_pattern!r} holds no records")
-    matrix = report_metrics.confusion_matrix(
+    matrix = confusion.confusion_matrix(
         evaluation.true_ids, evaluation.predicted_ids, len(export.labels))
     return report_html.Page(
         output_dir=output_dir, export_dir=export_dir, export_step=step, export_kind=kind,

@@ -7,7 +7,7 @@ import sys
 
 from trainer.settings import table
 
-from trainer import chain
+from trainer.run import params_file
 from trainer.run import early_stopping, eval_records
 
 
@@ -37,7 +37,7 @@ def summarize_run(params, result):
 
 
 def main(argv):
-    params = dict(table.DEFAULTS, **chain.read_saved_params(argv[1]))
+    params = dict(table.DEFAULTS, **params_file.read_saved_params(argv[1]))
     params.update(output_dir=argv[1], mode="evaluate")
     print(summarize_run(params, None))
 

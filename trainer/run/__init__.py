@@ -1,1 +1,1 @@
-"""Run bookkeeping shared by the loop: the output-directory lock, leases, early stopping, progress, summary."""
+"""The run directory's contract, the same for both engines: the driver and the modes, checkpoints, params.json, warm start, rounds, evaluations and their records, early stopping, the output lock, TensorBoard's eval pictures."""

@@ -36,10 +36,13 @@ import logging
 import os
 import re
 import sys
+import typing
 
 import tensorflow as tf
 
+from common import signature
 from common.user_errors import UserError
+from trainer.run import eval_records
 
 STATE_FILE = "checkpoint"  # TensorFlow's checkpoint state (a text proto)
 CHECKPOINT_NAME = "model.ckpt"  # OUT/model.ckpt-<step>: Estimator's name, which the Keras engine keeps
@@ -55,6 +58,13 @@ STATE_LINE = re.compile(r'^(?P<key>model_checkpoint_path|all_model_checkpoint_pa
 NETWORK = "network"
 OBJECT_VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"  # tf.train.Checkpoint's suffix of a variable's key
 _LOGGER = logging.getLogger(__name__)
+
+
+class CheckpointState(typing.NamedTuple):
+    """The checkpoint a run resumes from, as check_run_state (or the state file) names it: read
+    once by the driver and passed to what decides on it. (None, 0) for a fresh directory."""
+    prefix: typing.Optional[str]
+    step: int
 
 
 class CheckpointError(UserError):
@@ -129,17 +139,17 @@ def earlier_run_evidence(output_dir):
               if CHECKPOINT_PIECE.match(os.path.basename(path))]  # not a save's *_temp directory
     if pieces:
         found.append(f"{len(pieces)} checkpoint file(s) without their .index ({os.path.basename(pieces[0])})")
-    results = os.path.join(output_dir, "eval_results.jsonl")
+    results = os.path.join(output_dir, eval_records.RESULTS_FILE)
     if tf.io.gfile.exists(results) and tf.io.gfile.stat(results).length:
-        found.append("eval records (eval_results.jsonl)")
-    for subdir in ("export", "best_export"):
+        found.append(f"eval records ({eval_records.RESULTS_FILE})")
+    for subdir in (signature.EXPORT_SUBDIR, signature.BEST_EXPORT_SUBDIR):
         if tf.io.gfile.glob(os.path.join(output_dir, subdir, "*", "*", "saved_model.pb")):
             found.append(f"exports ({subdir}/)")
     return found
 
 
 def check_run_state(output_dir, repair=True, say=True):
-    """(prefix, step) of the checkpoint a run in output_dir resumes from, checked to restore;
+    """The CheckpointState (prefix, step) of the checkpoint a run in output_dir resumes from, checked to restore;
     (None, 0) for a fresh directory. CheckpointError when the directory cannot be trusted.
 
     repair: rewrite a missing or stale state file and remove a killed save's leftovers (a run
@@ -150,7 +160,7 @@ def check_run_state(output_dir, repair=True, say=True):
     named, problem = read_state(output_dir)
     if not found:
         refuse_without_checkpoints(output_dir, named)
-        return None, 0
+        return CheckpointState(None, 0)
     refuse_lost_index(output_dir, None if problem else named, found)
     by_name = {os.path.basename(prefix): (step, prefix) for step, prefix in found}
     if named in by_name:
@@ -166,7 +176,18 @@ def check_run_state(output_dir, repair=True, say=True):
         remove_save_leftovers(output_dir)
         if problem or not is_state_relative(output_dir):
             write_state(output_dir, found, step)
-    return prefix, step
+    return CheckpointState(prefix, step)
+
+
+def checked_state(output_dir, repair, say=True, needed_by=None):
+    """check_run_state's CheckpointState; needed_by: the --mode that reads a checkpoint (evaluate,
+    export, predict), refused in one line when there is none."""
+    prefix, step = check_run_state(output_dir, repair=repair, say=say)
+    if prefix is None and needed_by:
+        raise CheckpointError(
+            f"output_dir={output_dir!r} has no checkpoint to {needed_by}: train first (--mode "
+            f"train_and_eval), or pass the --output_dir of a training run")
+    return CheckpointState(prefix, step)
 
 
 def unindexed_checkpoints(output_dir):
@@ -255,11 +276,24 @@ def latest_checkpoint(output_dir):
     """
     named, _ = read_state(output_dir)
     if named is None:
-        return None, 0
+        return CheckpointState(None, 0)
     prefix = os.path.join(output_dir, named)
     if not tf.io.gfile.exists(prefix + ".index"):
-        return None, 0
-    return prefix, step_of(prefix)
+        return CheckpointState(None, 0)
+    return CheckpointState(prefix, step_of(prefix))
+
+
+def describe_interrupted(output_dir, trains, mode):
+    """What a run of `mode` stopped by Ctrl-C or SIGTERM leaves in output_dir: for a mode that
+    trains, the step the same command resumes from (on SIGTERM both engines first save the
+    step training reached)."""
+    if not trains:
+        return f"--mode {mode} did not finish; {output_dir} is as the training left it"
+    _, step = latest_checkpoint(output_dir)
+    if not step:
+        return f"no checkpoint yet in {output_dir}; the same command starts training again"
+    return (f"{output_dir} holds checkpoints up to step {step:,}; the same command resumes "
+            f"from there")
 
 
 def step_of(prefix):
@@ -276,18 +310,10 @@ def variable_name(variable):
     return getattr(variable, "path", None) or variable.name.split(":")[0]
 
 
-def escape_name(name):
-    """tf.train.Checkpoint's escaping of a dependency name ('.' -> '..', '/' -> '.S')."""
-    return name.replace(".", "..").replace("/", ".S")
-
-
 def unescape_name(escaped):
+    """A dependency name as tf.train.Checkpoint escaped it ('..' -> '.', '.S' -> '/'), unescaped
+    (trainer/keras/checkpoint.py network_key escapes)."""
     return re.sub(r"\.(.)", lambda m: "/" if m[1] == "S" else m[1], escaped)
-
-
-def network_key(name):
-    """The key of network variable `name` in a Keras engine checkpoint."""
-    return f"{NETWORK}/{escape_name(name)}{OBJECT_VALUE}"
 
 
 def variables_by_name(prefix):
@@ -308,7 +334,7 @@ def main(argv):
     print("checkpoints:", [(step, os.path.basename(p)) for step, p in list_checkpoints(output_dir)])
     print("state:", read_state(output_dir))
     try:
-        print("a run resumes from:", check_run_state(output_dir, repair=False))
+        print("a run resumes from:", tuple(check_run_state(output_dir, repair=False)))
     except CheckpointError as err:
         print("a run refuses:", err)
 

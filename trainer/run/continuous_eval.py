@@ -27,7 +27,7 @@ import time
 
 import tensorflow as tf
 
-from trainer import chain
+from trainer.run import params_file
 from trainer.run import checkpoints, eval_records, evaluations, rounds
 
 STAGING_SUBDIR = "continuous_eval"  # OUT/continuous_eval/export_staging: this job's exports
@@ -41,7 +41,7 @@ GONE_ERRORS = (tf.errors.OpError, ValueError, OSError, IndexError, checkpoints.C
 
 def final_step(params):
     """The trainer's train_steps (OUT/params.json, re-read: it may start after this job)."""
-    return chain.read_saved_params(params["output_dir"]).get("train_steps", params["train_steps"])
+    return params_file.read_saved_params(params["output_dir"]).get("train_steps", params["train_steps"])
 
 
 def is_finished(params):
@@ -76,7 +76,7 @@ def evaluate_checkpoint(engine, params, checkpoint_path):
         return None
     if step == 0 or step in eval_records.evaluated_steps(params["output_dir"]):
         return None
-    chain.check_same_run(chain.read_saved_params(params["output_dir"]), params)
+    params_file.check_same_run(params_file.read_saved_params(params["output_dir"]), params)
     staging_dir = os.path.join(params["output_dir"], STAGING_SUBDIR)
     try:
         return evaluations.evaluate_and_record(engine, params, checkpoint_path, staging_dir)

@@ -1,4 +1,4 @@
-"""Evaluating checkpoints, with either engine: one record per checkpoint in OUT/eval_results.jsonl, the best one exported.
+"""Evaluating and exporting checkpoints, with either engine: one record per checkpoint in OUT/eval_results.jsonl, the best one exported.
 
 Used by the training rounds (trainer/run/rounds.py: an evaluation every steps_per_eval)
 and by the evaluation job (trainer/run/continuous_eval.py, --mode continuous_eval),
@@ -9,10 +9,11 @@ those few seconds only (common/output_lock.py: on gs://, which has no flock, a
 lease on that object). "Best" is by --early_stopping_metric
 (trainer/run/early_stopping.py; accuracy unless set). Each evaluation's confusion
 matrix and per-class accuracy go to TensorBoard beside the engine's eval scalars
-(OUT/eval, trainer/report/eval_pictures.py).
+(OUT/eval, trainer/run/eval_pictures.py).
 
 The engine (trainer/run/engine.py's Engine) evaluates and exports; what is recorded,
-where and when is decided here, the same for both engines.
+where and when is decided here, the same for both engines, and so is where the latest
+checkpoint's export goes (export_latest: a run's end, --mode export).
 
     .venv/bin/python -m trainer.task --mode evaluate --output_dir OUT --eval_data_path 'DIR/eval-*'
 """
@@ -27,8 +28,7 @@ from common import export_versions, output_lock, signature
 from trainer.cloud import hptuning
 from trainer.export import staging
 from trainer.objective import metrics
-from trainer.report import eval_pictures
-from trainer.run import checkpoints, early_stopping, eval_records
+from trainer.run import checkpoints, early_stopping, eval_pictures, eval_records
 from trainer.settings import checks
 
 RESULTS_LOCK_FILE = "eval_results.lock"
@@ -54,28 +54,22 @@ def hold_results(output_dir):
 
 def evaluate(engine, params, checkpoint_path, step):
     """Eval metrics of one checkpoint as plain Python numbers; its confusion matrix and
-    per-class accuracy go to TensorBoard (trainer/report/eval_pictures.py)."""
+    per-class accuracy go to TensorBoard (trainer/run/eval_pictures.py)."""
     results = dict(engine.evaluate(checkpoint_path))
     matrix = results.pop(metrics.CONFUSION_MATRIX_METRIC)  # [C, C]: TensorBoard's, not the record's
     eval_pictures.write_eval_pictures(engine.eval_dir, step, matrix, params.get("labels"))
     return {key: value.item() if hasattr(value, "item") else value for key, value in results.items()}
 
 
-def evaluate_and_record(engine, params, checkpoint_path=None, staging_dir=None, once_per_step=True):
-    """Evaluates a checkpoint (the latest if None), exports it if it is the best, records both.
+def evaluate_and_record(engine, params, checkpoint_path, staging_dir=None, once_per_step=True):
+    """Evaluates a checkpoint, exports it if it is the best, records both.
 
     Returns the record, or None when another process recorded this step meanwhile (with
     once_per_step; --mode evaluate records every evaluation it is asked for).
     staging_dir: where the export is built (staging.export_into_place stages under output_dir;
     an evaluator beside a trainer passes its own so that their exports never meet).
     """
-    if checkpoint_path is None:
-        checkpoint_path, step = checkpoints.latest_checkpoint(params["output_dir"])
-        if checkpoint_path is None:
-            raise checkpoints.CheckpointError(f"output_dir={params['output_dir']!r} has no checkpoint "
-                                              f"to evaluate")
-    else:
-        step = checkpoints.step_of(checkpoint_path)
+    step = checkpoints.step_of(checkpoint_path)
     start = time.time()
     record = evaluate(engine, params, checkpoint_path, step)
     record.update(global_step=step, eval_seconds=round(time.time() - start, 2))
@@ -85,11 +79,12 @@ def evaluate_and_record(engine, params, checkpoint_path=None, staging_dir=None, 
         if once_per_step and step in {r["global_step"] for r in earlier}:
             logging.info("Step %d was evaluated by another process meanwhile; not recorded", step)
             return None
-        if early_stopping.best_record(earlier + [record], params["early_stopping_metric"]) is record:
-            exported = export_best(engine, params, checkpoint_path, step, staging_dir)
+        records, metric = earlier + [record], params["early_stopping_metric"]
+        is_best = early_stopping.best_record(records, metric) is record
+        record["evaluations_without_improvement"] = early_stopping.evaluations_since_best(records, metric)
+        exported = export_best(engine, params, checkpoint_path, step, staging_dir) if is_best else None
+        if exported:
             record["best_export"] = eval_records.relative_to_run(params["output_dir"], exported)
-        record["evaluations_without_improvement"] = early_stopping.evaluations_since_best(
-            earlier + [record], params["early_stopping_metric"])
         eval_records.append_eval_result(params["output_dir"], record)
     hptuning.report_metric(params, record)
     log_record(record, params)
@@ -105,8 +100,8 @@ def supersede_after(params, step):
     then evaluated and exported again, and the records stay in step order."""
     output_dir = params["output_dir"]
     with hold_results(output_dir):
-        later = eval_records.set_aside_after(output_dir, step)
         moved = set_aside_exports(params, step)
+        later = eval_records.set_aside_after(output_dir, step)
     if later:
         _LOGGER.warning("resuming from step %d: the eval records of steps %s, whose checkpoints "
                         "this run no longer has, moved to %s", step,
@@ -153,6 +148,17 @@ def log_record(record, params):
     _LOGGER.info("eval at step %d: accuracy %.4f, loss %.4f (%d images, %.0f s)%s", step,
                  record["accuracy"], record["loss"], params["num_eval_examples"],
                  record["eval_seconds"], ", new best" if "best_export" in record else "")
+
+
+def export_latest(engine, params, state):
+    """Exports the latest checkpoint (state: the run's CheckpointState) to
+    OUT/export/<serving_model_name>/<step>/."""
+    checkpoint_path, step = state
+    if checkpoint_path is None:
+        raise checkpoints.CheckpointError(f"output_dir={params['output_dir']!r} has no checkpoint "
+                                          f"to export: train first (--mode train_and_eval)")
+    export_base = os.path.join(params["output_dir"], signature.EXPORT_SUBDIR)
+    return export_model(engine, params, checkpoint_path, step, export_base)
 
 
 def export_model(engine, params, checkpoint_path, step, export_base):

@@ -14,14 +14,15 @@ import typing
 import tensorflow as tf
 
 from trainer.export import staging
-from trainer.run import checkpoints, continuous_eval, evaluations, rounds
+from trainer.run import checkpoints, evaluations, rounds
+from trainer.run import continuous_eval as continuous_eval_lib
 from trainer.run import engine as engine_seam
 
 
 @dataclasses.dataclass(frozen=True)
 class Mode:
     """What the driver does around one mode's run function."""
-    runs: typing.Callable[[engine_seam.Engine, dict], typing.Any]  # (engine, params) -> the result
+    runs: typing.Callable[[engine_seam.Engine, dict, checkpoints.CheckpointState], typing.Any]  # -> the result
     trains: bool = False  # reads the train split: warm start checked and prepared; resumable
     needs_checkpoint: bool = False  # refuses in one line when OUT has no checkpoint
     checks_run_dir: bool = True  # data, checkpoints and TPU checked first (predict: its checkpoint only)
@@ -34,26 +35,30 @@ def of(params) -> Mode:
     return MODES[params["mode"]]
 
 
-def train_and_eval(engine, params):
-    return say_if_not_served(params, rounds.train_and_evaluate(engine, params, evaluates=True))
+def train_and_eval(engine, params, state):
+    return say_if_not_served(params, rounds.train_and_evaluate(engine, params, state, evaluates=True))
 
 
-def train(engine, params):
-    return say_if_not_served(params, rounds.train_and_evaluate(engine, params, evaluates=False))
+def train(engine, params, state):
+    return say_if_not_served(params, rounds.train_and_evaluate(engine, params, state, evaluates=False))
 
 
-def evaluate(engine, params):
-    return evaluations.evaluate_and_record(engine, params, once_per_step=False)
+def evaluate(engine, params, state):
+    return evaluations.evaluate_and_record(engine, params, state.prefix, once_per_step=False)
 
 
-def export(engine, params):
-    return say_if_not_served(params, rounds.export_latest(engine, params))
+def export(engine, params, state):
+    return say_if_not_served(params, evaluations.export_latest(engine, params, state))
 
 
-def predict(engine, params):
-    # By the checked files, not the state file alone: a lost state must not mean random weights.
-    checkpoint_path, _ = checkpoints.check_run_state(params["output_dir"], repair=False, say=False)
-    return engine.predict(checkpoint_path)
+def predict(engine, params, state):
+    # By the checked files (the driver's state), not the state file alone: a lost state must
+    # not mean random weights.
+    return engine.predict(state.prefix)
+
+
+def continuous_eval(engine, params, _):  # it follows the checkpoints as the trainer writes them
+    return continuous_eval_lib.run_continuous_eval(engine, params)
 
 
 def say_if_not_served(params, export_path):
@@ -80,5 +85,5 @@ MODES = {
     "evaluate": Mode(evaluate, needs_checkpoint=True),
     "export": Mode(export, needs_checkpoint=True),
     "predict": Mode(predict, needs_checkpoint=True, checks_run_dir=False, holds_lock=False),
-    "continuous_eval": Mode(continuous_eval.run_continuous_eval, holds_lock=False, writes_params=False),
+    "continuous_eval": Mode(continuous_eval, holds_lock=False, writes_params=False),
 }

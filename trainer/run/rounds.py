@@ -21,22 +21,11 @@ import os
 import tensorflow as tf
 
 from common import atomic_write, signature
-from trainer.report import hparams_view
-from trainer.run import checkpoints, early_stopping, eval_records, evaluations
+from trainer.run import checkpoints, early_stopping, eval_records, evaluations, hparams_view
 
 EARLY_STOPPING_FILE = "early_stopping.json"  # why a run stopped early; removed when it trains on
 COPY_STAGING_SUBDIR = "export_staging_copy"  # the best export is copied here, then moved into place
 _LOGGER = logging.getLogger(__name__)  # the lines a person reads (shown in quiet mode)
-
-
-def export_latest(engine, params):
-    """Exports the latest checkpoint to OUT/export/<serving_model_name>/<step>/."""
-    checkpoint_path, step = checkpoints.latest_checkpoint(params["output_dir"])
-    if checkpoint_path is None:
-        raise checkpoints.CheckpointError(f"output_dir={params['output_dir']!r} has no checkpoint "
-                                          f"to export: train first (--mode train_and_eval)")
-    export_base = os.path.join(params["output_dir"], signature.EXPORT_SUBDIR)
-    return evaluations.export_model(engine, params, checkpoint_path, step, export_base)
 
 
 def check_progress(before, after, params):
@@ -53,7 +42,7 @@ def check_progress(before, after, params):
     return after
 
 
-def train_and_evaluate(engine, params, *, evaluates):
+def train_and_evaluate(engine, params, state, *, evaluates):
     """Trains to train_steps with an evaluation every steps_per_eval; returns the export path.
 
     A round-end checkpoint without an eval record (the run was killed before or during
@@ -62,26 +51,28 @@ def train_and_evaluate(engine, params, *, evaluates):
     is not (is_round_end). With early_stopping_patience,
     the loop ends once that many evaluations in a row did not improve on the best
     (stop_early). Without `evaluates` (mode train, trainer/run/modes.py) it trains in the
-    same rounds without evaluating (a continuous_eval job does).
+    same rounds without evaluating (a continuous_eval job does). state: the CheckpointState the
+    run starts from (the driver's); each round's training then says where it got.
     """
     output_dir = params["output_dir"]
-    _, step = checkpoints.latest_checkpoint(output_dir)
+    step = state.step
     if step:
         _LOGGER.info("Resuming from step %d of %d", step, params["train_steps"])
         evaluations.supersede_after(params, step)  # records past it describe checkpoints now gone
     if not step:
         hparams_view.write_hparams(params)  # once per run: TensorBoard's HParams tab
     while True:
-        if (evaluates and step and is_round_end(step, params)
-                and step not in eval_records.evaluated_steps(output_dir)):
-            evaluations.evaluate_and_record(engine, params)
+        is_end, round_end = is_round_end(step, params), next_round_end(step, params)
+        if evaluates and step and is_end and step not in eval_records.evaluated_steps(output_dir):
+            evaluations.evaluate_and_record(engine, params, state.prefix)
         if step >= params["train_steps"]:
-            return export_latest(engine, params)
-        stopped = stop_early(engine, params) if evaluates else None
+            return evaluations.export_latest(engine, params, state)
+        stopped = stop_early(engine, params, state) if evaluates else None
         if stopped:
             return stopped
-        engine.train(next_round_end(step, params))
-        step = check_progress(step, checkpoints.latest_checkpoint(output_dir)[1], params)
+        engine.train(round_end)
+        state = checkpoints.latest_checkpoint(output_dir)  # where this round's training got
+        step = check_progress(step, state.step, params)
 
 
 def next_round_end(step, params):
@@ -98,7 +89,7 @@ def is_round_end(step, params):
     return step % params["steps_per_eval"] == 0 or step >= params["train_steps"]
 
 
-def stop_early(engine, params):
+def stop_early(engine, params, state):
     """When patience ran out: the best export copied to OUT/export/, the reason written to
     OUT/early_stopping.json, and that export's path returned; None (and no stale reason
     file) when training goes on."""
@@ -111,7 +102,7 @@ def stop_early(engine, params):
             tf.io.gfile.remove(reason_path)
         return None
     best = early_stopping.best_record(records, params["early_stopping_metric"])
-    exported = export_stopped_run(engine, params, best)
+    exported = export_stopped_run(engine, params, best, state)
     summary = {"stopped_at_step": records[-1]["global_step"], "best_step": best["global_step"],
                "metric": params["early_stopping_metric"],
                "best_value": best[params["early_stopping_metric"]],
@@ -123,12 +114,12 @@ def stop_early(engine, params):
     return exported
 
 
-def export_stopped_run(engine, params, best):
+def export_stopped_run(engine, params, best, state):
     """OUT/export/<serving_model_name>/<best step>/: a copy of the best export. A best record
     without one (the metric was changed mid-run) exports the latest checkpoint instead."""
     output_dir = params["output_dir"]
     if not best.get("best_export"):
-        return export_latest(engine, params)
+        return evaluations.export_latest(engine, params, state)
     export_base = os.path.join(output_dir, signature.EXPORT_SUBDIR)
     target = os.path.join(export_base, params["serving_model_name"], str(best["global_step"]))
     return copy_export(eval_records.path_in_run(output_dir, best["best_export"]), target,

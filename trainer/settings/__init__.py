@@ -1,1 +1,1 @@
-"""The one table of settings and the chain that resolves them into params."""
+"""The one table of settings (table.py), the flags derived from it (flags.py) and the checks of every value (checks.py); the chain that resolves them into params is trainer/chain.py."""

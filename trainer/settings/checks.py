@@ -29,6 +29,27 @@ def unknown_key_error(key, source):
     return ConfigError(f"{source}: {key!r} is not a setting{hint} (python -m trainer.task --help lists them)")
 
 
+def merge(params, sources, overrides, source, is_saved_run=False):
+    """(params, sources) updated with overrides, each value typed by the table; unknown keys
+    are refused by name with the closest setting's name. source: where they came from."""
+    merged, where = dict(params), dict(sources)
+    for key, value in overrides.items():
+        if key in table.DATASET_KEYS:
+            if not is_saved_run:
+                raise ConfigError(f"{source}: {key} is read from the dataset, not set")
+            merged[key] = value  # a saved run's dataset values, for export without data
+        elif key not in table.SETTINGS:
+            raise unknown_key_error(key, source)
+        else:
+            merged[key] = coerce(key, value, flag_source(key, source))
+        where[key] = flag_source(key, source)
+    return merged, where
+
+
+def flag_source(key, source):
+    return f"flag --{key}" if source == "flags" else source
+
+
 def coerce(name, value, source):
     """value typed as the table declares name; ConfigError naming the value and its source."""
     setting = table.SETTINGS[name]

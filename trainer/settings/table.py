@@ -219,7 +219,7 @@ GROUPS = (
           POSITIVE),
         S("use_bfloat16", False, "TPU: bfloat16 activations (mixed precision)", reason="slow on CPU"),
     )),
-    ("Fine-tuning (trainer/nets/warm_start.py; the backbone networks)", (
+    ("Fine-tuning (trainer/run/warm_start.py; the backbone networks)", (
         S("warm_start_from", None, "a fresh run starts from this output dir, checkpoint prefix or Keras "
           ".h5/.weights.h5 backbone weights file (e.g. ImageNet weights); unset = from scratch"),
         S("warm_start_exclude", "^logits/", "regex of variables warm start leaves fresh; '' "
@@ -373,8 +373,13 @@ PER_COMMAND_KEYS = tuple(name for name, s in SETTINGS.items() if s.per_command)
 # What a run was built for, with the chosen network's options (NETWORKS) added.
 RUN_IDENTITY_KEYS = DATASET_KEYS + tuple(name for name, s in SETTINGS.items() if s.identity)
 # TPUEstimator puts these in the params it passes on (use_tpu from its own argument):
-# never passed to it in params (chain.estimator_params).
+# never passed to it in params (estimator_params).
 TPU_ESTIMATOR_KEYS = ("batch_size", "context", "use_tpu")
+
+
+def estimator_params(params):
+    """params without the keys TPUEstimator sets itself."""
+    return {k: v for k, v in params.items() if k not in TPU_ESTIMATOR_KEYS}
 
 
 def main():

@@ -10,7 +10,7 @@ is drawn a pixel block per cell, without its numbers. The matrix itself is not p
 into eval_results.jsonl (C x C numbers a line); `python -m trainer.report OUT` shows
 the exported model's matrix as a table.
 
-    .venv/bin/python -m trainer.report.eval_pictures /tmp/pictures   # writes a sample; then
+    .venv/bin/python -m trainer.run.eval_pictures /tmp/pictures   # writes a sample; then
     .venv/bin/tensorboard --logdir /tmp/pictures
 """
 import functools
@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 from PIL import Image, ImageDraw, ImageFont
 
-from trainer.report import metrics as report_metrics
+from trainer.objective import confusion
 
 MAX_LABELLED_CLASSES = 30   # beyond this, cell numbers and names do not fit a readable image
 MAX_SCALAR_CLASSES = 100    # beyond this, a tag per class buries the SCALARS tab
@@ -30,7 +30,7 @@ HIT_RGB, MISS_RGB = (31, 119, 180), (214, 39, 40)  # the report page's blue and 
 
 def cell_color(count, row_total, is_diagonal):
     """RGB of a cell: blue for hits, red for mistakes, darker the larger its share of the row."""
-    share = report_metrics.row_shade(count, row_total)
+    share = confusion.row_shade(count, row_total)
     base = HIT_RGB if is_diagonal else MISS_RGB
     return tuple(round(255 - share * (255 - c)) for c in base)
 
@@ -75,7 +75,7 @@ def draw_unlabelled(matrix):
 def per_class_accuracy(matrix):
     """float [C]: each class's hits over its eval images (NaN for a class with none)."""
     return np.asarray([m.recall if m.recall is not None else np.nan
-                       for m in report_metrics.class_metrics(np.rint(matrix).astype(np.int64))])
+                       for m in confusion.class_metrics(np.rint(matrix).astype(np.int64))])
 
 
 def write_eval_pictures(eval_dir, step, matrix, labels):

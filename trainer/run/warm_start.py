@@ -117,7 +117,7 @@ def source_checkpoint(params):
         prefix = converted_prefix(params)
         if not tf.io.gfile.exists(prefix + ".index"):
             raise WarmStartError(f"warm_start_from={source!r}: not converted yet; "
-                                 f"warm_start.prepare(params, 0) writes {prefix} (trainer/run/rounds.py runs it)")
+                                 f"warm_start.prepare(params, 0) writes {prefix} (trainer/run/driver.py runs it)")
         return prefix
     if tf.io.gfile.isdir(source):
         check_source_model(source, params)
@@ -191,7 +191,6 @@ def convert_keras_weights(path, params):
     Loaded eagerly (Keras' .weights.h5 loader assigns eagerly) into a float32 build
     of the network made right after clear_session(): its variable names are then
     those of model_fn's graph build (each starts from a fresh set of layer names;
-    compared for all three keras.applications networks when this was written, and
     model_fn's assignment_map names any variable the checkpoint then lacks).
     """
     network = load_keras_weights(path, params)

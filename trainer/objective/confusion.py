@@ -1,11 +1,11 @@
-"""Classification metrics of the report page: confusion matrix, per-class precision/recall/F1.
+"""Per-class metrics of a confusion matrix (precision, recall, F1, the row shading): the report page's and TensorBoard's.
 
 Pure NumPy, so the numbers are tested on hand-made examples without a model.
 Conventions follow scikit-learn's classification_report with zero_division=0
 in the averages: a class never predicted has no precision (None, shown as a
 dash) and counts as 0 in the macro average.
 
-    .venv/bin/python -m trainer.report.metrics 0,1,2,2 0,2,2,1   # true ids, predicted ids
+    .venv/bin/python -m trainer.objective.confusion 0,1,2,2 0,2,2,1   # true ids, predicted ids
 """
 import dataclasses
 import sys
@@ -39,7 +39,7 @@ def confusion_matrix(true_ids, predicted_ids, num_classes):
 def row_shade(count, row_total, lightest=0.15):
     """How dark a matrix cell is drawn, in [0, 1]: its share of the row, at least `lightest`
     when non-zero (one mistake in a large row must still show). The report page's table and
-    TensorBoard's image (trainer/report/eval_pictures.py) both shade by it."""
+    TensorBoard's image (trainer/run/eval_pictures.py) both shade by it."""
     share = count / row_total if row_total else 0.0
     return max(share, lightest) if count else share
 
