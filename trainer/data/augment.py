@@ -157,7 +157,7 @@ def apply_policy(images, params, seed, parallel_iterations=16):
     if policy is None:
         return images
     image_seeds = tf.random.experimental.stateless_split(seed, images.shape[0] or tf.shape(images)[0])
-    pixels = tf.cast(tf.clip_by_value(images, 0.0, 255.0), tf.uint8)
+    pixels = ops.to_uint8(images)
     augmented = tf.map_fn(lambda args: policy(args[0], args[1]), (pixels, image_seeds),
                           fn_output_signature=tf.TensorSpec(images.shape[1:], tf.uint8),
                           parallel_iterations=parallel_iterations)
