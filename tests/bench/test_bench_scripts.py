@@ -27,6 +27,10 @@ SCRIPTS = {
     "bench_serving_floor": ("main", ["--rounds", "1", "--requests", "8"], "stand-in, Python clients"),
     "bench_batch_predict": ("main", ["--run_dir", "{run_dir}", "--input_csv", "{input_csv}",
                                      "--batch_size", "8"], "in-process model calls alone"),
+    # one training, of the recipe (its flags are the new ones), through the real commands
+    "bench_recipe": ("run", ["--steps", "2", "--seeds", "1", "--engines", "keras", "--recipes", "recipe",
+                             "--train_per_label", "2", "--work_dir", "{tmp}/recipe",
+                             "--log_file", "{tmp}/recipe.log"], "| keras | recipe | "),
 }
 
 # Run through their command, in a fresh process: bench_preprocess forks a multiprocessing
