@@ -1,6 +1,6 @@
 """Benchmark: held-out accuracy with and without a small-data recipe, on ~10 demo digits per class.
 
-    .venv/bin/python -m bench.bench_recipe       # from the repo root; 12 trainings, ~6 min on 2 idle cores
+    .venv/bin/python -m bench.bench_recipe       # from the repo root; 12 trainings, ~5 min on 2 idle cores
     .venv/bin/python -m bench.bench_recipe --steps 600 --seeds 1,2,3,4,5 --engines keras
     .venv-keras/bin/python -m bench.bench_recipe --engines keras   # no tensorflow-estimator there
 
@@ -22,10 +22,10 @@ evaluation on the held-out set, read from OUT/eval_results.jsonl.
 Prints one markdown table (accuracy per seed, mean +- sample standard deviation, the
 difference of the means, seconds per run) under a header that pastes into
 docs/benchmarks.md; the trainer's and the libraries' lines go to the log file the
-header names. Duration: each run takes ~20 CPU seconds at 300 steps (TensorFlow's
-start, 300 steps, one evaluation, the export), so 12 runs take ~5-6 minutes on 2
-idle cores and proportionally longer on a busy machine (the seconds per run are in
-the table).
+header names. Duration: a run takes 20-25 CPU seconds at 300 steps for the baseline
+and 30-35 for the recipe (TensorFlow's start, the steps, one evaluation, the export), ~330
+CPU seconds for the 12 runs: about 5 minutes on 2 idle cores, 15-20 minutes when other
+jobs load the 2 cores 5-7 times over (the seconds per run, wall and CPU, are in the table).
 """
 import contextlib
 import datetime
