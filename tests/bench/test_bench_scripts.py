@@ -31,6 +31,10 @@ SCRIPTS = {
     "bench_batch_predict": ("main", ["--run_dir", "{run_dir}", "--input_csv", "{input_csv}",
                                      "--batch_size", "8", "--rounds", "1", "--large_images", "20"],
                             "goal: beam / in-process on 20 images >= 0.90x"),
+    # one training, of the recipe (its flags are the new ones), through the real commands
+    "bench_recipe": ("run", ["--steps", "2", "--seeds", "1", "--engines", "keras", "--recipes", "recipe",
+                             "--train_per_label", "2", "--work_dir", "{tmp}/recipe",
+                             "--log_file", "{tmp}/recipe.log"], "| keras | recipe | "),
 }
 # Lines the libraries print that must reach the log file, not the table.
 NOISE = ("WARNING", "I0000", "W0000", "tensorflow", "absl", "apache_beam", '{"accuracy"')
