@@ -1,7 +1,7 @@
 """RandAugment's and AutoAugment's ops, the two policies and random erasing (trainer/data/augment*.py).
 
 The reference, tensorflow/models' official/vision/ops/augment.py, does not lock here
-(docs/training.md#augmentation), so no test runs it. Where each op's formula follows it:
+(docs/training.md#augmentation), so no test imports it. Where each op's formula follows it:
 blend/color/brightness/sharpness = its blend of the grayscale, black and SMOOTH-filtered
 images; posterize/solarize/solarize_add/invert/autocontrast/equalize = its functions of the
 same names (PIL's ImageOps); rotate/shear/translate = its projective transforms, nearest
@@ -10,8 +10,9 @@ level_to_arg; RandAugment = N ops drawn uniformly from its 16 plus one draw of n
 AutoAugment = its policy_v0. Departures, each in the op's docstring: contrast blends from
 the luma's true mean (the reference takes pixel count / 256), geometric ops fill with gray
 128 (the reference reflects the image), translations and cutout are fractions of the side.
-Compared once, outside the suite, against the tf-models-official 2.15.0 wheel's augment.py
-on a 64x64 crop of a sample photo: every other op gave identical pixels.
+test_augment_golden.py holds every op to the tf-models-official 2.15.0 wheel's outputs on
+a sample photo, kept in a golden file (tests/trainer/augment_reference/): identical pixels,
+the departures aside, which differ only as said.
 
 Here the deterministic ops are held to pixels computed by hand; every op runs on a real
 JPEG decoded in the test, eagerly and inside tf.data (big_vision: the two differ more than

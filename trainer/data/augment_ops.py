@@ -108,8 +108,10 @@ def autocontrast(image):
     high = tf.cast(tf.reduce_max(pixels, axis=0), tf.float32)
     is_flat = high <= low  # such a channel: offset 0, scale 1, so its values stay
     scale = tf.where(is_flat, 1.0, 255.0 / tf.maximum(high - low, 1.0))
-    low = tf.where(is_flat, 0.0, low)
-    return to_uint8((tf.cast(image, tf.float32) - low) * scale)
+    offset = tf.where(is_flat, 0.0, -low * scale)
+    # x * scale + offset, not (x - low) * scale: the reference's float steps, whose rounding
+    # differs by one in a few pixels (tests/trainer/test_augment_golden.py).
+    return to_uint8(tf.cast(image, tf.float32) * scale + offset)
 
 
 def equalize_channel(channel):
