@@ -131,9 +131,7 @@ def predict(core, request):
     output_names = select_output_names(signature_def, request.output_filter)
     outputs = served.predict(name, inputs)
     response = predict_pb2.PredictResponse()
-    response.model_spec.name = served.model_name
-    response.model_spec.version.value = served.version
-    response.model_spec.signature_name = name
+    inference.set_model_spec(response.model_spec, served, name)
     for key in output_names:
         response.outputs[key].CopyFrom(make_typed_tensor_proto(outputs[key]))
     return response

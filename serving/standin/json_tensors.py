@@ -11,7 +11,6 @@ bodies: serving/standin/json_examples.py; answers: serving/standin/json_writer.p
 """
 import base64
 import binascii
-import functools
 import json
 
 import numpy as np
@@ -180,13 +179,6 @@ def fill_values(value, level, shape, dtype_name, input_name, out):
         raise errors.InvalidArgument(
             f"Encountered list at unexpected size: {len(value)} at level: {level} expected "
             f"size: {shape[level]}")
-    if level + 1 == rank:  # the leaves' level: no recursion for the common case
-        for item in value:
-            if isinstance(item, list):
-                raise errors.InvalidArgument(
-                    f"Encountered list at unexpected level: {level + 1} expected < {rank}")
-            out.append(convert_leaf(item, dtype_name, input_name))
-        return
     for item in value:
         fill_values(item, level + 1, shape, dtype_name, input_name, out)
 
@@ -212,12 +204,7 @@ def to_array(values, shape, dtype_name):
 
 
 def dtype_name_of(tensor_info):
-    return dtype_name(tensor_info.dtype)
-
-
-@functools.lru_cache(maxsize=None)  # a few DataType values; Name() is a slow protobuf lookup
-def dtype_name(dtype):
-    return types_pb2.DataType.Name(dtype)
+    return types_pb2.DataType.Name(tensor_info.dtype)
 
 
 def shape_text(shape):

@@ -152,13 +152,10 @@ class ModelStore:
     def get(self, version=None):
         """The ServedVersion for a request; NotFound in TF Serving's words otherwise."""
         served = self._served
-        if version is None:
-            if not served:
-                raise servable_not_found(self.model_name, None)
-            return served[max(served)]
-        if int(version) not in served:
+        number = max(served, default=None) if version is None else int(version)
+        if number not in served:
             raise servable_not_found(self.model_name, version)
-        return served[int(version)]
+        return served[number]
 
     def statuses(self):
         """{version: VersionStatus} of every version seen."""

@@ -19,6 +19,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_serving.apis import get_model_metadata_pb2
 
 from common import predict_protos, signature, warmup
+from common.export_predictor import call_signature  # TF's flat call, shared with batch prediction
 
 from serving.standin import errors, metrics
 from serving.standin.signature_inputs import (check_batch_sizes, check_input_names, convert_inputs,
@@ -31,17 +32,6 @@ class _Released:
     """Set when a ServedVersion is freed: a plain attribute, since __del__ may run inside
     another lock's critical section (an Event's lock there could deadlock)."""
     is_pending = False
-    is_frozen = False
-
-
-def freeze_startup_objects():
-    """Once per process, before the first model loads: the objects alive now (TensorFlow's
-    own, ~300,000) move to gc's permanent generation, so collect_released() scans only what
-    came later, a few ms with the GIL held instead of a few hundred."""
-    if not _Released.is_frozen:
-        _Released.is_frozen = True
-        gc.collect()
-        gc.freeze()
 
 
 def read_signature_defs(export_dir):
@@ -161,19 +151,6 @@ def collect_released():
     start = time.perf_counter()
     gc.collect()
     return time.perf_counter() - start
-
-
-def call_signature(function, tensors):
-    """{output: tensor} of a loaded signature called with {input: tensor}.
-
-    The flat call TF falls back to for an estimator export's signatures: the keyword call
-    first fails a structured binding whose error text reprs every input tensor, a cost that
-    grows with the batch. It is TF 2.15's private method (the lock pins TF), so a
-    TensorFlow without it gets the keyword call. bench_serving's baseline uses this too."""
-    flat_call = getattr(function, "_call_with_flat_signature", None)
-    if flat_call is None:
-        return function(**tensors)
-    return flat_call((), tensors)
 
 
 def warm_up(served):

@@ -147,14 +147,10 @@ def describe_bind_error(side, flag, host, port, error):
             f"check --host or pass {flag} N")
 
 
-def start_server(model_name=None, model_base_path=None, host="127.0.0.1", rest_api_port=0,
-                 port=0, poll_seconds=1.0, enable_warmup=True, max_request_bytes=None,
-                 **options):
-    """start() for one model (or options["model_config"]); the other ServerOptions by name."""
-    config = options.pop("model_config", None) or config_files.single_model_config(
-        model_name, model_base_path)
-    return start(ServerOptions(config, host, rest_api_port, port, poll_seconds, enable_warmup,
-                               max_request_bytes, **options))
+def start_server(model_name=None, model_base_path=None, *args, model_config=None, **options):
+    """start() for one model (or model_config); the other ServerOptions in their order."""
+    config = model_config or config_files.single_model_config(model_name, model_base_path)
+    return start(ServerOptions(config, *args, **options))
 
 
 def start(options):

@@ -25,7 +25,6 @@ class ServerCore:
     """Model stores by name and their labels; applies configs and polls for changes."""
 
     def __init__(self, enable_warmup=True, allow_unavailable_labels=False, scheduler=None):
-        served_version.freeze_startup_objects()  # unloads then cost a short collection
         self.enable_warmup = enable_warmup
         self.allow_unavailable_labels = allow_unavailable_labels
         self.scheduler = scheduler
