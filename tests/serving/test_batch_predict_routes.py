@@ -17,6 +17,7 @@ import pytest
 from common import export_predictor
 
 from serving import batch_predict
+from tests.engines import needs_estimator
 from trainer import chain, task
 
 BAD = {"missing.jpg": "missing_file", "empty.jpg": "empty_file", "corrupt.jpg": "corrupt_image"}
@@ -142,6 +143,34 @@ def test_chunked_prediction_matches_one_chunk(trained_run, input_csv, checkpoint
         if "top_k" in a:
             np.testing.assert_allclose([i["probability"] for i in a["top_k"]],
                                        [i["probability"] for i in b["top_k"]], atol=1e-6)
+
+
+def without_probabilities(record):
+    return dict(record, top_k=[i["class"] for i in record.get("top_k", [])])
+
+
+@needs_estimator
+def test_estimator_route_predicts_every_chunk_in_one_call(trained_run, input_csv, checkpoint_records,
+                                                          tmp_path, monkeypatch):
+    """Chunks of 3 (the middle one all unusable images: missing, empty, corrupt): ONE
+    TPUEstimator.predict call (one graph, session and checkpoint restore) streams them all,
+    and the records are those of one big chunk."""
+    import tensorflow as tf
+    estimator_class = tf.compat.v1.estimator.tpu.TPUEstimator
+    calls, predict = [], estimator_class.predict
+
+    def counted_predict(self, *args, **kwargs):
+        calls.append(kwargs.get("checkpoint_path"))
+        return predict(self, *args, **kwargs)
+    monkeypatch.setattr(estimator_class, "predict", counted_predict)
+    summary = run_trainer_predict(trained_run[0], input_csv, tmp_path, "--predict_chunk_images=3")
+    assert len(calls) == 1
+    chunked, whole = read_jsonl(f"{tmp_path}/predictions-*.jsonl"), checkpoint_records[1]
+    assert [without_probabilities(r) for r in chunked] == [without_probabilities(r) for r in whole]
+    np.testing.assert_allclose([i["probability"] for r in chunked for i in r.get("top_k", [])],
+                               [i["probability"] for r in whole for i in r.get("top_k", [])], atol=1e-6)
+    assert {k: v for k, v in summary.items() if k != "output_dir"} == {
+        k: v for k, v in checkpoint_records[0].items() if k != "output_dir"}
 
 
 def test_predict_without_a_checkpoint_names_the_output_dir(tmp_path, input_csv, trained_run):

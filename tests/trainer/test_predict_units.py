@@ -14,7 +14,7 @@ import pytest
 from common import prediction_inputs, prediction_records
 from trainer.settings import checks, table
 from trainer.run import params_file
-from trainer.estimator import predict
+from trainer.estimator import predict, predict_feed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -200,3 +200,28 @@ def test_a_folder_lists_its_images_by_name(mixed_folder, caplog):
         files = prediction_inputs.list_image_files(str(mixed_folder))
     assert [os.path.basename(f) for f in files] == ["a.JPG", "b.png"]
     assert "Skipped 2 file(s)" in caplog.text and "images.csv" in caplog.text
+
+
+def test_streamed_chunks_are_split_across_hosts_once_each(make_jpeg, fake_tpu_context):
+    """One input streams chunks of 5, 0 and 3 images: each host yields the same batches for
+    each chunk (its share, padded), and every image comes once, by its index over the run."""
+    jpegs = [make_jpeg(seed=i, height=9) for i in range(8)]
+    input_fn = predict.make_predict_input_fn(predict_feed.ChunkFeed([jpegs[:5], [], jpegs[5:]]))
+    per_host = []
+    for host in range(3):
+        params = {"batch_size": 2, "image_size": 8, "use_bfloat16": False, "transpose_input": False,
+                  "context": fake_tpu_context(host, 3, 1)}
+        per_host.append([list(batch[predict.INDEX_KEY].numpy()) for batch in input_fn(params)])
+    assert per_host == [[[0, 3], [5, -1]], [[1, 4], [6, -1]], [[2, -1], [7, -1]]]
+
+
+def test_chunk_rows_come_back_per_chunk_in_order():
+    feed = predict_feed.ChunkFeed([["a", "b"], [], ["c"]])
+    rows = predict_feed.ChunkRows(feed.sizes)
+    assert [feed.take(n, 1)[0] for n in range(3)] == [0, 2, 2] and feed.take(3, 1) is None
+    assert rows.add(1, [1.0]) == []
+    assert [None if c is None else c.tolist() for c in rows.add(0, [0.0])] == [[[0.0], [1.0]], None]
+    with pytest.raises(RuntimeError, match="left 1 image"):
+        rows.check_complete()
+    assert [c.tolist() for c in rows.add(2, [2.0])] == [[[2.0]]]
+    rows.check_complete()

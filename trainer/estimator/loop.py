@@ -103,8 +103,8 @@ class EstimatorEngine(engine_seam.Engine):
         return export.write_saved_model(self.estimator, self.params, checkpoint_path, staging_base)
 
     def predict(self, checkpoint_path):
-        def predict_fn(jpegs, checkpoint):
-            return predict.predict_with_estimator(self.estimator, jpegs, checkpoint)
+        def predict_fn(jpeg_chunks, checkpoint):
+            return predict.predict_with_estimator(self.estimator, jpeg_chunks, checkpoint)
         return predictions.run_predict(predict_fn, self.params, checkpoint_path)
 
 

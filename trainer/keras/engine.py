@@ -61,8 +61,8 @@ class KerasEngine(engine_seam.Engine):
         return export_lib.write_saved_model(self.model.network, self.params, checkpoint_path, staging_base)
 
     def predict(self, checkpoint_path):
-        def predict_fn(jpegs, checkpoint):
-            return predict_lib.predict_probabilities(self.model, self.params, jpegs, checkpoint)
+        def predict_fn(jpeg_chunks, checkpoint):
+            return predict_lib.predict_chunks(self.model, self.params, jpeg_chunks, checkpoint)
         return predictions.run_predict(predict_fn, self.params, checkpoint_path)
 
 

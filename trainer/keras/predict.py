@@ -28,9 +28,16 @@ def make_dataset(jpegs, params):
     return images.batch(batch, drop_remainder=True)
 
 
-def predict_probabilities(model, params, jpegs, checkpoint_path):
-    """float32 [len(jpegs), num_classes]: each image once, in input order."""
+def predict_chunks(model, params, jpeg_chunks, checkpoint_path):
+    """Per chunk of jpeg_chunks, in order: float32 [len(chunk), num_classes], each image once
+    (None for an empty chunk); the checkpoint's weights are loaded once for the run."""
     use_averages = bool(params["moving_average_decay"])
     with checkpoint_lib.weights_of(model.network, checkpoint_path, use_averages):
-        logits = model.predict(make_dataset(jpegs, params), verbose=0)[:len(jpegs)]
+        for jpegs in jpeg_chunks:
+            yield predict_probabilities(model, params, jpegs) if jpegs else None
+
+
+def predict_probabilities(model, params, jpegs):
+    """float32 [len(jpegs), num_classes]: each image once, in input order."""
+    logits = model.predict(make_dataset(jpegs, params), verbose=0)[:len(jpegs)]
     return tf.nn.softmax(tf.cast(logits, tf.float32)).numpy()

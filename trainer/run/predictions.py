@@ -19,6 +19,7 @@ trainer.task) and nothing is written.
     .venv/bin/python -m trainer.task --mode predict --output_dir work/demo/run \
         --predict_input 'work/demo/images/3/*.jpg'       # or a folder: work/demo/images/3
 """
+import collections
 import json
 import logging
 import posixpath
@@ -42,13 +43,14 @@ def load_predictor(params, checkpoint_path):
     return None
 
 
-def predict_probabilities(predict_fn, params, checkpoint_path, export, jpegs):
-    """Probabilities and class names from the loaded export, or from the checkpoint."""
-    if export is not None:
-        probabilities = export_predictor.predict_in_batches(
-            export, jpegs, params["predict_batch_size"])
-        return probabilities, export.labels
-    return (predict_fn(jpegs, checkpoint_path) if jpegs else None), params["labels"]
+def classify_chunks(predict_fn, params, checkpoint_path, export, jpeg_chunks):
+    """Per chunk of jpeg_chunks, in order: its probabilities (None for an empty chunk), and
+    the class names: from the loaded export, or from the checkpoint in one predict_fn run."""
+    if export is None:
+        return predict_fn(jpeg_chunks, checkpoint_path), params["labels"]
+    batch_size = params["predict_batch_size"]
+    return (export_predictor.predict_in_batches(export, jpegs, batch_size) if jpegs else None
+            for jpegs in jpeg_chunks), export.labels
 
 
 def make_records(images, probabilities, labels, top_k):
@@ -73,10 +75,11 @@ def run_predict(predict_fn, params, checkpoint_path):
     """Classifies params["predict_input"] under the output's lock (held_output); writes the
     records; returns the summary dict.
 
-    predict_fn(jpegs, checkpoint_path) -> float32 [len(jpegs), num_classes], each row once,
-    in input order. Images are read, checked and classified predict_chunk_images at a
-    time: host memory (and a graph's 2 GB constants) hold one chunk, however long the
-    input. Only the small records accumulate.
+    predict_fn(jpeg_chunks, checkpoint_path) -> per chunk, in order, float32
+    [len(jpegs), num_classes] (None for an empty chunk), each row once: one model load (one
+    predict call) for the run, reading jpeg_chunks, a lazy iterable of lists of JPEG bytes,
+    as it goes. Images are read and checked predict_chunk_images at a time: host memory
+    holds about one chunk, however long the input. Only the small records accumulate.
     """
     with held_output(params):
         return predict_and_write(predict_fn, params, checkpoint_path)
@@ -94,14 +97,23 @@ def predict_and_write(predict_fn, params, checkpoint_path):
     images_in = prediction_inputs.read_inputs(params["predict_input"])  # checked before the model
     export = load_predictor(params, checkpoint_path)
     records = []
-    for images in split_into_chunks(images_in, params["predict_chunk_images"]):
-        jpegs = [image.jpeg for image in images if not image.error]
-        logging.info("Predicting %d images (%d unusable; %d done) from %s", len(jpegs),
-                     len(images) - len(jpegs), len(records),
-                     params["predict_export_dir"] or checkpoint_path)
-        probabilities, labels = predict_probabilities(predict_fn, params, checkpoint_path, export, jpegs)
-        records += make_records(images, probabilities, labels, params["top_k"])
-    return write_summary(records, params, export.labels if export is not None else params["labels"])
+    pending = collections.deque()  # each chunk's images, from its reading to its probabilities
+
+    def jpeg_chunks():  # read as the model asks for images, maybe in the input pipeline's thread
+        for images in split_into_chunks(images_in, params["predict_chunk_images"]):
+            jpegs = [image.jpeg for image in images if not image.error]
+            logging.info("Predicting %d images (%d unusable; %d done) from %s", len(jpegs),
+                         len(images) - len(jpegs), len(records),
+                         params["predict_export_dir"] or checkpoint_path)
+            pending.append(images)
+            yield jpegs
+
+    chunks, labels = classify_chunks(predict_fn, params, checkpoint_path, export, jpeg_chunks())
+    for probabilities in chunks:
+        records += make_records(pending.popleft(), probabilities, labels, params["top_k"])
+    if pending:
+        raise RuntimeError(f"predict gave no probabilities for {len(pending)} chunk(s) of images")
+    return write_summary(records, params, labels)
 
 
 def write_summary(records, params, class_names):

@@ -338,8 +338,9 @@ GROUPS = (
           per_command=True),
         S("predict_records_per_shard", 10000, "JSON-lines shard size", POSITIVE,
           reason="~2 MB of records, easy to stream"),
-        S("predict_chunk_images", 4096, "images in memory per predict call", POSITIVE,
-          reason="bounds RAM and the 2 GB graph limit"),
+        S("predict_chunk_images", 4096,
+          "images read and checked at a time (one predict call streams them all)", POSITIVE,
+          reason="bounds host RAM however long the input"),
     )),
     ("Evaluation job and early stopping (trainer/run/continuous_eval.py, trainer/run/early_stopping.py)", (
         S("eval_timeout_secs", 3600, "continuous_eval exits after this long without a new checkpoint",
