@@ -9,7 +9,9 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
 from common import prediction_inputs, prediction_records
 from trainer.settings import checks, table
@@ -225,3 +227,39 @@ def test_chunk_rows_come_back_per_chunk_in_order():
         rows.check_complete()
     assert [c.tolist() for c in rows.add(2, [2.0])] == [[[2.0]]]
     rows.check_complete()
+
+
+def op_types(input_fn, params):
+    """Every op type the input_fn's graph holds, those inside its dataset functions too."""
+    with tf.Graph().as_default() as graph:
+        input_fn(params)
+    graph_def = graph.as_graph_def()
+    return ({node.op for node in graph_def.node}
+            | {node.op for function in graph_def.library.function for node in function.node_def})
+
+
+class CountingEstimator:
+    """estimator.predict's stand-in: builds each input_fn in a graph of its own and yields a
+    probability row per real index, as TPUEstimator.predict would."""
+
+    def __init__(self, params):
+        self.params, self.inputs = params, []
+
+    def predict(self, input_fn, checkpoint_path):
+        self.inputs.append(op_types(input_fn, self.params))
+        for batch in input_fn(self.params):
+            for index in batch[predict.INDEX_KEY].numpy():
+                yield {predict.INDEX_KEY: index, "probabilities": np.full([2], index, np.float32)}
+
+
+def test_on_a_tpu_each_chunk_feeds_from_graph_constants_without_python(make_jpeg):
+    # A TPU Node's input pipeline runs on a TPU host that has no Python: no generator there.
+    jpegs = [make_jpeg(seed=i, height=9) for i in range(5)]
+    params = {"batch_size": 2, "image_size": 8, "use_bfloat16": False, "transpose_input": False}
+    estimator = CountingEstimator(params)
+    chunks = list(predict.predict_with_estimator(estimator, [jpegs[:3], [], jpegs[3:]], None,
+                                                 is_streamed=False))
+    assert [None if c is None else c[:, 0].tolist() for c in chunks] == [[0, 1, 2], None, [0, 1]]
+    assert len(estimator.inputs) == 2 and not any("PyFunc" in t for t in set().union(*estimator.inputs))
+    streamed = op_types(predict.make_predict_input_fn(jpegs), params)
+    assert any("PyFunc" in t for t in streamed)  # what the TPU path must not hold

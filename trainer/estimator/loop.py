@@ -104,7 +104,9 @@ class EstimatorEngine(engine_seam.Engine):
 
     def predict(self, checkpoint_path):
         def predict_fn(jpeg_chunks, checkpoint):
-            return predict.predict_with_estimator(self.estimator, jpeg_chunks, checkpoint)
+            # A TPU's input pipeline may run on a host without Python: no streamed generator there.
+            return predict.predict_with_estimator(self.estimator, jpeg_chunks, checkpoint,
+                                                  is_streamed=not self.params["use_tpu"])
         return predictions.run_predict(predict_fn, self.params, checkpoint_path)
 
 

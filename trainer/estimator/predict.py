@@ -71,10 +71,45 @@ def make_predict_input_fn(jpegs_or_feed):
     return input_fn
 
 
-def predict_with_estimator(estimator, jpeg_chunks, checkpoint_path):
+def make_constant_input_fn(jpegs):
+    """input_fn(params) -> batches of {"image", "index"} of one chunk held as graph constants,
+    padded with index -1 rows: the input for a TPU (use_tpu), whose input pipeline may run on
+    a TPU host without Python (a TPU Node, as AI Platform Training attaches), where the
+    streamed input's generator cannot run.
+
+    jpegs: checked image bytes (every one decodes). On a multi-host TPU each
+    host feeds its own share (input_lib.input_shard), padded to the same number
+    of steps, so every image is classified once. drop_remainder=True only makes
+    the static batch shape the TPU needs: the padding made the count whole.
+    """
+    def input_fn(params):
+        image_size = params["image_size"]
+        num_shards, shard_index = input_lib.input_shard(params)
+        real = tf.data.Dataset.from_tensor_slices(
+            (tf.constant(list(jpegs), tf.string), tf.range(len(jpegs), dtype=tf.int32)))
+        real = real.shard(num_shards, shard_index).map(lambda jpeg, index: {
+            "image": image_ops.preprocess_for_eval(jpeg, image_size), INDEX_KEY: index},
+            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        pad = {"image": tf.zeros([image_size, image_size, 3], tf.float32),
+               INDEX_KEY: tf.constant(-1, tf.int32)}
+        padding = padded_count(len(jpegs), params) - len(range(shard_index, len(jpegs), num_shards))
+        dataset = real.concatenate(tf.data.Dataset.from_tensors(pad).repeat(padding))
+        dataset = dataset.batch(params["batch_size"], drop_remainder=True)
+        if params["use_bfloat16"] or params["transpose_input"]:
+            finalize = input_lib.finalize_batch(params)  # the layout model_fn expects
+            dataset = dataset.map(lambda batch: finalize(batch, None)[0])
+        return dataset.prefetch(tf.data.AUTOTUNE)
+    return input_fn
+
+
+def predict_with_estimator(estimator, jpeg_chunks, checkpoint_path, is_streamed=True):
     """Per chunk of jpeg_chunks, in order: float32 [len(chunk), num_classes], each image once
     (None for an empty chunk). One estimator.predict call streams every chunk: a call's
-    graph, session and checkpoint restore are paid once per run, not once per chunk."""
+    graph, session and checkpoint restore are paid once per run, not once per chunk.
+    is_streamed=False (use_tpu): one call per chunk, its images as graph constants."""
+    if not is_streamed:
+        yield from (predict_chunk(estimator, jpegs, checkpoint_path) for jpegs in jpeg_chunks)
+        return
     feed = ChunkFeed(jpeg_chunks)
     rows = ChunkRows(feed.sizes)
     for prediction in estimator.predict(make_predict_input_fn(feed), checkpoint_path=checkpoint_path):
@@ -84,3 +119,17 @@ def predict_with_estimator(estimator, jpeg_chunks, checkpoint_path):
     feed.raise_error()
     yield from rows.finished()
     rows.check_complete()
+
+
+def predict_chunk(estimator, jpegs, checkpoint_path):
+    """float32 [len(jpegs), num_classes] of one chunk through its own predict call (None if empty)."""
+    if not jpegs:
+        return None
+    rows = {}
+    for prediction in estimator.predict(make_constant_input_fn(jpegs), checkpoint_path=checkpoint_path):
+        index = int(prediction[INDEX_KEY])
+        if index >= 0:  # -1: a padding row
+            rows[index] = prediction[signature.OUTPUT_PROBABILITIES]
+    if sorted(rows) != list(range(len(jpegs))):
+        raise RuntimeError(f"predict returned {len(rows)} of {len(jpegs)} images")
+    return np.stack([rows[i] for i in range(len(jpegs))])
