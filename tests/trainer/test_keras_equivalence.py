@@ -7,7 +7,8 @@ to 1e-6 and the confusion matrices are equal. Then, in a process with two logica
 CPUs, the Keras engine under a two-replica MirroredStrategy evaluates the same weights
 to the same metrics and, on a network without batch norm (each replica normalizes over its
 own share, as each TPU core does), takes the same training step as one replica: the global
-batch split across replicas, the loss divided by their count, the gradients summed.
+batch split across replicas, the loss divided by their count, the gradients summed. And
+one training batch with mixup/CutMix's soft labels gives both engines the same training loss.
 
     .venv/bin/python -m pytest tests/trainer/test_keras_equivalence.py
 """
@@ -157,3 +158,35 @@ def test_two_replicas_evaluate_and_train_as_one(tiny_params, tmp_path, repo_root
     assert step_1 > 1e-4
     for name, value in after_1.items():  # ... and both took the same step (a sum, not a mean: twice it)
         np.testing.assert_allclose(after_2[name], value, rtol=0, atol=1e-6, err_msg=name)
+
+
+@needs_estimator
+def test_both_engines_take_the_same_training_loss_on_mixed_labels(tiny_params):
+    """One training batch (fixed images, mixup/CutMix's soft labels, a zero-weight row) on
+    the same weights: model_fn's TRAIN loss equals the Keras train step's, L2 term and label
+    smoothing included (batch norm on the batch's statistics in both, no dropout)."""
+    from tests.trainer.test_model_fn import call_model_fn
+    from trainer.keras import engine as keras_engine
+    params = dict(tiny_params, model="small_cnn", dropout_rate=0.0, label_smoothing=0.1,
+                  weight_decay=0.01, mixup_alpha=0.2, cutmix_alpha=1.0)
+    rng = np.random.default_rng(3)
+    size, classes = params["image_size"], params["num_classes"]
+    images = rng.uniform(-1, 1, [6, size, size, 3]).astype(np.float32)
+    labels = rng.dirichlet(np.ones(classes), 6).astype(np.float32)
+    weights = np.array([1, 1, 1, 1, 1, 0], np.float32)
+    network = keras_engine.KerasEngine(params).model
+    named = dict(zip([checkpoints.variable_name(v) for v in network.network.variables],
+                     random_values(network.network.variables, seed=1)))
+    for variable in network.network.variables:
+        variable.assign(named[checkpoints.variable_name(variable)])
+    by_keras = network.train_step(({"image": tf.constant(images), "weight": tf.constant(weights)},
+                                   tf.constant(labels)))
+    spec, session = call_model_fn(params, tf.estimator.ModeKeys.TRAIN, images, labels, weights)
+    with spec.loss.graph.as_default():
+        assigned = [v for v in tf.compat.v1.global_variables() if v.op.name in named]
+        assert len(assigned) == len(named)
+        for variable in assigned:
+            variable.load(named[variable.op.name], session)
+    by_estimator = session.run(spec.loss)
+    assert float(by_keras["loss"]) > 1.0  # far from 0: a factor between the engines would show
+    assert abs(float(by_keras["loss"]) - by_estimator) <= 1e-5, (float(by_keras["loss"]), by_estimator)

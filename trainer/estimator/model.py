@@ -28,7 +28,7 @@ from trainer.estimator import optimizer as optimizer_lib
 from trainer.export import contract
 from trainer.objective import averages, loss as loss_lib, metrics as metrics_lib, schedule
 from trainer.objective.metrics import CONFUSION_MATRIX_METRIC, batch_accuracy, effective_top_k
-from trainer.run import warm_start
+from trainer.run import progress, warm_start
 
 ModeKeys = tf.estimator.ModeKeys
 TPUEstimatorSpec = tf.compat.v1.estimator.tpu.TPUEstimatorSpec
@@ -91,10 +91,10 @@ def untranspose_images(images, params):
 
 
 def compute_loss(labels, logits, weights, network, params):
-    """trainer/objective/loss.py's loss; its data term also goes to the LOSSES collection,
-    where the progress line (trainer/run/progress.py) reads it."""
+    """trainer/objective/loss.py's loss; its data term also goes to the progress line's
+    collection (trainer/run/progress.py), not to LOSSES, where Estimator.train puts the total."""
     total, cross_entropy = loss_lib.compute_loss(labels, logits, weights, network, params)
-    tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.LOSSES, cross_entropy)
+    tf.compat.v1.add_to_collection(progress.LOSS_COLLECTION, cross_entropy)
     return total
 
 

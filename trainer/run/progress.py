@@ -4,9 +4,12 @@
 
 Printed every progress_seconds (and when a training call ends, unless the line on time
 already showed that step) to stderr through the "trainer.run.progress" logger, so it
-shows in quiet mode and in non-TTY logs alike (no carriage returns). The loss is the data term model_fn adds to the LOSSES collection
-(cross-entropy); on a TPU it lives inside the TPU loop, so the line shows steps,
-throughput and ETA only there (the loss is in TensorBoard).
+shows in quiet mode and in non-TTY logs alike (no carriage returns). The loss is the data
+term (cross-entropy) model_fn puts in LOSS_COLLECTION, the Keras engine's "cross_entropy":
+not tf.GraphKeys.LOSSES, to which Estimator.train adds the total loss as well, so that
+their sum would show the data term twice (plus the L2 term). On a TPU the loss lives
+inside the TPU loop, so the line shows steps, throughput and ETA only there (the loss
+is in TensorBoard).
 
     .venv/bin/python -m trainer.run.progress 500 1500 0.0874 763 78   # print one line
 """
@@ -18,6 +21,7 @@ import time
 import tensorflow as tf
 
 _LOGGER = logging.getLogger("trainer.run.progress")
+LOSS_COLLECTION = "trainer_progress_loss"  # the graph collection of the loss the line shows
 
 
 def format_line(step, total, loss, examples_per_sec, eta_seconds):
@@ -57,9 +61,9 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
 
     def begin(self):
         self._fetches = {"step": tf.compat.v1.train.get_global_step()}
-        losses = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.LOSSES)
+        losses = tf.compat.v1.get_collection(LOSS_COLLECTION)
         if losses and not self._use_tpu:
-            self._fetches["loss"] = tf.add_n(losses)
+            self._fetches["loss"] = losses[-1]  # one per model_fn call; the training graph has one
 
     def after_create_session(self, session, coord):
         self._start = (time.monotonic(), int(session.run(self._fetches["step"])))
