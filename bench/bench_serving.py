@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 
+from bench import report  # no TensorFlow: --help answers before it loads
 from common import console
 
 
@@ -56,7 +57,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
 
-from bench import loadgen, raw_clients, report  # noqa: E402
+from bench import loadgen, raw_clients  # noqa: E402
 
 from common import export_versions, signature  # noqa: E402
 from serving.grpc_client import GrpcClient  # noqa: E402

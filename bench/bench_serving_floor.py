@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 
+from bench import report  # no TensorFlow: --help answers before it loads
 from common import console
 
 
@@ -52,7 +53,7 @@ if __name__ == "__main__":  # --help and flag mistakes answer before TensorFlow 
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from bench import bench_serving, floor_server, loadgen, raw_clients, report, serving_steps  # noqa: E402
+from bench import bench_serving, floor_server, loadgen, raw_clients, serving_steps  # noqa: E402
 
 CLIENTS = 8
 SERVER_START_SECONDS = 300

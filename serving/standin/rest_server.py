@@ -20,6 +20,7 @@ its Content-Length, say) libevent's 400 page, the connection then closed.
     .venv/bin/python -m serving.standin.server --model_base_path OUT/export/image_classifier
 """
 import logging
+import selectors
 import socket
 import socketserver
 import threading
@@ -84,7 +85,6 @@ class RestConnection(socketserver.BaseRequestHandler):
     def setup(self):
         self.request.settimeout(IDLE_SECONDS)  # a silent client: recv() fails, the thread ends
         self.reader = http_wire.RequestReader(self.server.max_request_bytes)
-        self.server.set_busy(self.request, True)  # a new connection is there to send a request
 
     def finish(self):
         self.server.forget(self.request)
@@ -182,6 +182,18 @@ class RestServer(socketserver.ThreadingTCPServer):
             self.connections[sock] = is_busy
             self._changed.notify_all()
 
+    def process_request(self, request, client_address):
+        self.set_busy(request, True)  # busy from its accept: stop() waits for it, thread started or not
+        super().process_request(request, client_address)
+
+    def accept_pending(self):
+        """Connections clients made before stop() that the accept loop had not taken yet:
+        taken now, so that a request sent before stop() is answered (as TF Serving does)."""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.socket, selectors.EVENT_READ)
+            while selector.select(timeout=0):
+                self._handle_request_noblock()
+
     def forget(self, sock):
         with self._changed:
             self.connections.pop(sock, None)
@@ -191,6 +203,7 @@ class RestServer(socketserver.ThreadingTCPServer):
         """Stops accepting; requests in flight get STOP_GRACE_SECONDS to be read and
         answered, then every connection is closed."""
         super().shutdown()
+        self.accept_pending()
         with self._changed:
             self._changed.wait_for(lambda: not any(self.connections.values()),
                                    STOP_GRACE_SECONDS)
