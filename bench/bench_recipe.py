@@ -264,7 +264,7 @@ def header(args, counts, log_path):
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     load = " / ".join(f"{value:.1f}" for value in os.getloadavg())
     return (f"{now}; {os.cpu_count()} cores, load {load} (1/5/15 min) before the runs; "
-            f"log: {log_path}\n\n"
+            f"library lines: {log_path}\n\n"
             f"{table.DEFAULTS['model']}, {demo_data.IMAGE_SIZE} px demo digits: {counts['train']} training images "
             f"({args.train_per_label} per digit), {counts['eval']} held out (the demo's eval split); "
             f"{args.steps} steps at batch {args.batch_size}, the table's learning rate and schedule, "

@@ -39,6 +39,13 @@ def test_the_machine_line_gives_date_cores_and_load():
 @pytest.mark.parametrize("is_failing", [False, True])
 def test_library_lines_go_to_the_log_and_stdout_comes_back(tmp_path, capfd, is_failing):
     log_path = tmp_path / "libraries.log"
+    # A bench script runs in a fresh process: undo what earlier tests on this worker may have
+    # left (a quieted or detached Beam logger, logging.disable) so that the test sees the same.
+    beam = logging.getLogger("apache_beam")
+    saved = beam.level, beam.propagate, beam.disabled, logging.root.manager.disable
+    beam.setLevel(logging.NOTSET)
+    beam.propagate, beam.disabled = True, False
+    logging.disable(logging.NOTSET)
     logging.getLogger().addHandler(handler := logging.StreamHandler(sys.stderr))
     try:
         with pytest.raises(RuntimeError) if is_failing else nullcontext():
@@ -52,6 +59,9 @@ def test_library_lines_go_to_the_log_and_stdout_comes_back(tmp_path, capfd, is_f
                     raise RuntimeError("the run failed")
     finally:
         logging.getLogger().removeHandler(handler)
+        beam.setLevel(saved[0])
+        beam.propagate, beam.disabled = saved[1], saved[2]
+        logging.disable(saved[3])
     print("after")
     captured = capfd.readouterr()
     assert captured.out == "the table\nafter\n"

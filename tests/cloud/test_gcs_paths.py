@@ -46,9 +46,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # call, glob for local staging folders, which Beam's match does not list), tested on the
 # emulator (tests/trainer/test_predict_lock.py). Nor common/output_lock.py: its local lock
 # is flock(2) on a local file by design; gs:// takes an object lock through the GCS client.
+# Nor trainer/export_tflite.py's entry module: the SavedModel it exports from a checkpoint is
+# local scratch (a temporary directory, as the TFLite converter reads it) and its --checkpoint
+# path is compared with OUT as text after abspath; the run it reads and the models it writes
+# go through tf.io.gfile in trainer/export/tflite*.py, which this test holds.
 NOT_JOB_SOURCES = ("common/image_uris.py", "common/beam_pipeline.py", "trainer/report/page.py",
                    "common/console.py", "common/export_versions.py",
-                   "common/prediction_records.py", "common/output_lock.py")
+                   "common/prediction_records.py", "common/output_lock.py", "trainer/export_tflite.py")
 # Functions only a command line's main() calls, on files named on that command line.
 CLI_FUNCTIONS = {"main", "read_files"}  # common/warmup.py's read_files: python -m common.warmup
 JOB_SOURCES = [path for path in sorted(ROOT.glob("trainer/**/*.py")) + sorted(ROOT.glob("common/*.py"))
