@@ -416,3 +416,10 @@ def exit_on_user_error(run, *args, **kwargs):
         return run(*args, **kwargs)
     except UserError as err:
         exit_with_error(err)
+
+
+def add_verbosity_flags(parser):
+    """-v/-vv and --verbosity N, as this module reads them before the libraries load."""
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="show the libraries' log lines (-vv: and debug)")
+    parser.add_argument("--verbosity", type=int, default=0, help="0 quiet, 1 as -v, 2 as -vv")

@@ -56,9 +56,7 @@ def make_parser():
     parser.add_argument("--calibration_images", type=int, default=DEFAULT_CALIBRATION_IMAGES,
                         help="eval images that calibrate the int8 model "
                              f"(default: {DEFAULT_CALIBRATION_IMAGES})")
-    parser.add_argument("-v", "--verbose", action="count", default=0,
-                        help="show the libraries' log lines (-vv: and debug)")
-    parser.add_argument("--verbosity", type=int, default=0, help="0 quiet, 1 as -v, 2 as -vv")
+    console.add_verbosity_flags(parser)
     return parser
 
 

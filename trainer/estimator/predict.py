@@ -63,12 +63,17 @@ def make_predict_input_fn(jpegs_or_feed):
             "image": tf.cond(index >= 0, lambda: image_ops.preprocess_for_eval(jpeg, image_size),
                              lambda: blank), INDEX_KEY: index},
             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        dataset = dataset.batch(params["batch_size"], drop_remainder=True)
-        if params["use_bfloat16"] or params["transpose_input"]:
-            finalize = input_lib.finalize_batch(params)  # the layout model_fn expects
-            dataset = dataset.map(lambda batch: finalize(batch, None)[0])
-        return dataset.prefetch(tf.data.AUTOTUNE)
+        return batch_for_model_fn(dataset, params)
     return input_fn
+
+
+def batch_for_model_fn(dataset, params):
+    """Whole batches of rows (the padding made each count whole), in the layout model_fn expects."""
+    dataset = dataset.batch(params["batch_size"], drop_remainder=True)
+    if params["use_bfloat16"] or params["transpose_input"]:
+        finalize = input_lib.finalize_batch(params)
+        dataset = dataset.map(lambda batch: finalize(batch, None)[0])
+    return dataset.prefetch(tf.data.AUTOTUNE)
 
 
 def make_constant_input_fn(jpegs):
@@ -94,11 +99,7 @@ def make_constant_input_fn(jpegs):
                INDEX_KEY: tf.constant(-1, tf.int32)}
         padding = padded_count(len(jpegs), params) - len(range(shard_index, len(jpegs), num_shards))
         dataset = real.concatenate(tf.data.Dataset.from_tensors(pad).repeat(padding))
-        dataset = dataset.batch(params["batch_size"], drop_remainder=True)
-        if params["use_bfloat16"] or params["transpose_input"]:
-            finalize = input_lib.finalize_batch(params)  # the layout model_fn expects
-            dataset = dataset.map(lambda batch: finalize(batch, None)[0])
-        return dataset.prefetch(tf.data.AUTOTUNE)
+        return batch_for_model_fn(dataset, params)
     return input_fn
 
 

@@ -28,9 +28,7 @@ def make_parser():
                         help="eval TFRecords to evaluate on (default: the run's eval_data_path)")
     parser.add_argument("--max_images", type=int, default=64,
                         help="misclassified images shown, most confident first (default: 64)")
-    parser.add_argument("-v", "--verbose", action="count", default=0,
-                        help="show the libraries' log lines (-vv: and debug)")
-    parser.add_argument("--verbosity", type=int, default=0, help="0 quiet, 1 as -v, 2 as -vv")
+    console.add_verbosity_flags(parser)
     return parser
 
 
