@@ -21,10 +21,10 @@ from tests.trainer.run_checks import (check_eval_counts_every_example_once, chec
                                       read_eval_events, read_eval_split, served_predictions, summary_tags)
 from trainer import chain, task
 from trainer.export import contract
-from trainer.keras import checkpoint as checkpoint_lib, strategy as strategy_lib
+from trainer.keras import strategy as strategy_lib
 from trainer.objective import metrics
 from trainer.report import __main__ as report_main
-from trainer.run import checkpoints, eval_records
+from trainer.run import checkpoints, eval_records, variable_names
 
 KERAS = ["--engine=keras"]
 
@@ -130,7 +130,7 @@ def test_evaluate_and_export_modes_and_warm_start_from_an_estimator_run(tiny_arg
         "--train_steps=2", "--learning_rate=1e-9", "--warmup_steps=0"]
     task.main(argv)
     before, after = tf.train.load_checkpoint(f"{source}/model.ckpt-2"), tf.train.load_checkpoint(f"{out}/model.ckpt-2")
-    np.testing.assert_allclose(after.get_tensor(checkpoint_lib.network_key("logits/kernel")),
+    np.testing.assert_allclose(after.get_tensor(variable_names.network_key("logits/kernel")),
                                before.get_tensor("logits/kernel"), atol=1e-6)  # a 1e-9 rate moves nothing
     record = task.main([f"--output_dir={out}", "--mode=evaluate"])
     assert record["global_step"] == 2 and len(eval_records.read_eval_results(out)) == 2

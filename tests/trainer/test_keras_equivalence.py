@@ -24,7 +24,7 @@ import tensorflow as tf
 from tests.engines import needs_estimator
 from trainer.objective import metrics
 from trainer.objective.averages import EMA_SUFFIX
-from trainer.run import checkpoints, warm_start
+from trainer.run import variable_names, warm_start
 
 STEP = 7
 TOLERANCE = 1e-6
@@ -48,10 +48,10 @@ def write_both_checkpoints(params, keras_dir, estimator_dir):
     from trainer.keras import engine as keras_engine
     engine = keras_engine.KerasEngine(dict(params, output_dir=keras_dir))
     network = engine.model.network
-    named = {checkpoints.variable_name(v): value
+    named = {variable_names.variable_name(v): value
              for v, value in zip(network.variables, random_values(network.variables, seed=1))}
     for variable in network.variables:
-        variable.assign(named[checkpoints.variable_name(variable)])
+        variable.assign(named[variable_names.variable_name(variable)])
     if engine.model.averages is not None:
         shadows = engine.model.averages.by_name()
         for (name, shadow), value in zip(shadows.items(), random_values(shadows.values(), seed=2)):
@@ -175,10 +175,10 @@ def test_both_engines_take_the_same_training_loss_on_mixed_labels(tiny_params):
     labels = rng.dirichlet(np.ones(classes), 6).astype(np.float32)
     weights = np.array([1, 1, 1, 1, 1, 0], np.float32)
     network = keras_engine.KerasEngine(params).model
-    named = dict(zip([checkpoints.variable_name(v) for v in network.network.variables],
+    named = dict(zip([variable_names.variable_name(v) for v in network.network.variables],
                      random_values(network.network.variables, seed=1)))
     for variable in network.network.variables:
-        variable.assign(named[checkpoints.variable_name(variable)])
+        variable.assign(named[variable_names.variable_name(variable)])
     by_keras = network.train_step(({"image": tf.constant(images), "weight": tf.constant(weights)},
                                    tf.constant(labels)))
     spec, session = call_model_fn(params, tf.estimator.ModeKeys.TRAIN, images, labels, weights)

@@ -99,7 +99,8 @@ class StepCounterHook(tf.estimator.SessionRunHook):
 
 
 def wait_for_chief(output_dir, timeout_secs=CHIEF_WAIT_SECS):
-    """Waits until the chief's first checkpoint exists, i.e. it has initialized the variables.
+    """Waits until the chief's first checkpoint exists, i.e. it has initialized the variables;
+    returns the global step of the latest checkpoint then (0 when the wait timed out).
 
     A worker that starts first would otherwise find them uninitialized and sleep
     30 s (SessionManager's recovery wait) before it looks again.
@@ -107,18 +108,18 @@ def wait_for_chief(output_dir, timeout_secs=CHIEF_WAIT_SECS):
     deadline = time.monotonic() + timeout_secs
     while tf.train.latest_checkpoint(output_dir) is None and time.monotonic() < deadline:
         time.sleep(1)
+    return checkpoints.latest_checkpoint(output_dir).step
 
 
 def train_worker(params, index=0, name="worker"):
     """On worker index: trains to train_steps with the chief; the chief checkpoints and evaluates."""
+    start_step = wait_for_chief(params["output_dir"])
     seeds.seed_process(params)
     estimator = loop.make_estimator(params)
     # A seeded worker reads its own order, not the chief's (stream 0) nor another worker's.
-    start_step = checkpoints.latest_checkpoint(params["output_dir"])[1]
     train_input_fn = input_lib.make_input_fn(
         params["train_data_path"], tf.estimator.ModeKeys.TRAIN,
         seed=input_lib.train_seed(params["seed"], start_step, stream=1 + index))
-    wait_for_chief(params["output_dir"])
     counter = StepCounterHook()
     estimator.train(train_input_fn, max_steps=params["train_steps"], hooks=[counter])
     _LOGGER.info("%s ran %d training steps", name, counter.steps)

@@ -85,3 +85,21 @@ def outranking_version(export_path):
     if served is None or not export_versions.is_version_name(name) or served <= int(name):
         return None
     return served
+
+
+def copy_into_place(source, target, staging):
+    """Copies an export directory to target (kept if it exists), whole: TF Serving polls target's
+    parent, so the copy is made in staging and then moved into place (the best export copied
+    to OUT/export/ when a run stops early, trainer/run/rounds.py)."""
+    if tf.io.gfile.exists(target):
+        return target
+    if tf.io.gfile.exists(staging):  # left over by a killed copy
+        tf.io.gfile.rmtree(staging)
+    for directory, _, files in tf.io.gfile.walk(source):
+        relative = directory[len(source):].strip("/")  # walk joins onto source; keeps gs://
+        tf.io.gfile.makedirs(os.path.join(staging, relative))
+        for name in files:
+            tf.io.gfile.copy(os.path.join(directory, name), os.path.join(staging, relative, name))
+    tf.io.gfile.makedirs(os.path.dirname(target))
+    tf.io.gfile.rename(staging, target)
+    return target

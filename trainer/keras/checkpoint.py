@@ -9,7 +9,7 @@ at exactly its step. BackupAndRestore keeps one backup of its own layout, made f
 resuming an interrupted fit, not a series of checkpoints to evaluate and export.
 
 What a checkpoint holds (tf.train.Checkpoint, object-based): the network's variables
-by their names (checkpoints.NETWORK; the moving averages as NAME + EMA_SUFFIX, as
+by their names (trainer/run/variable_names.py; the moving averages as NAME + EMA_SUFFIX, as
 in the Estimator engine's), the optimizers with their slots and step count.
 Restoring the network reads names from a checkpoint of either engine.
 
@@ -20,33 +20,22 @@ import contextlib
 import tensorflow as tf
 
 from trainer.objective.averages import EMA_SUFFIX
-from trainer.run import checkpoints
+from trainer.run import checkpoints, variable_names
 
 
 def make_checkpoint(model):
     """The tf.train.Checkpoint of a TrainingModel (trainer/keras/model.py)."""
-    names = [checkpoints.variable_name(v) for v in model.network.variables]
+    names = [variable_names.variable_name(v) for v in model.network.variables]
     if len(set(names)) != len(names):
         raise ValueError(f"model={model.settings['model']!r}: variable names repeat; the checkpoint "
                          f"keeps them by name")
     network = dict(zip(names, model.network.variables))
     if model.averages is not None:
         network.update(model.averages.by_name())
-    parts = {checkpoints.NETWORK: network, "optimizer": model.head_optimizer}
+    parts = {variable_names.NETWORK: network, "optimizer": model.head_optimizer}
     if model.backbone_optimizer is not None:
         parts["backbone_optimizer"] = model.backbone_optimizer
     return tf.train.Checkpoint(**parts)
-
-
-def escape_name(name):
-    """tf.train.Checkpoint's escaping of a dependency name ('.' -> '..', '/' -> '.S'), as in
-    the keys of the network's variables (checkpoints.unescape_name reads them back)."""
-    return name.replace(".", "..").replace("/", ".S")
-
-
-def network_key(name):
-    """The key of network variable `name` in a checkpoint of this engine."""
-    return f"{checkpoints.NETWORK}/{escape_name(name)}{checkpoints.OBJECT_VALUE}"
 
 
 def make_manager(checkpoint, params):
@@ -88,10 +77,10 @@ def weights_of(network, prefix, use_averages):
 def read_network(network, prefix, use_averages):
     """Assigns the network's variables from the checkpoint at prefix (either engine's); with
     use_averages, a variable's moving average in its place when the checkpoint has one."""
-    stored = checkpoints.variables_by_name(prefix)
+    stored = variable_names.variables_by_name(prefix)
     reader = tf.train.load_checkpoint(prefix)
     for variable in network.variables:
-        name = checkpoints.variable_name(variable)
+        name = variable_names.variable_name(variable)
         source = name + EMA_SUFFIX if use_averages and name + EMA_SUFFIX in stored else name
         if source not in stored:
             raise checkpoints.CheckpointError(f"checkpoint {prefix} has no variable {source!r}")

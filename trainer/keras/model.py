@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from trainer import nets
 from trainer.objective import averages, loss as loss_lib, metrics, schedule
-from trainer.run import checkpoints, warm_start
+from trainer.run import variable_names, warm_start
 
 TF1_ADAM_EPSILON = 1e-8  # tf.compat.v1.train.AdamOptimizer's, which the Estimator engine uses
 
@@ -76,7 +76,7 @@ class MovingAverages(tf.Module):
 
     def by_name(self):
         """{NAME + EMA_SUFFIX: shadow}, as the Estimator engine's checkpoints name them."""
-        return {checkpoints.variable_name(source) + averages.EMA_SUFFIX: shadow
+        return {variable_names.variable_name(source) + averages.EMA_SUFFIX: shadow
                 for source, shadow in zip(self.sources, self.shadows)}
 
 

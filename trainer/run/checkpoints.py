@@ -24,11 +24,8 @@ lock (repair) it also removes what a save killed midway leaves: model.ckpt-<step
 the directory TensorFlow writes a checkpoint's shards in before it moves them into place.
 
 Both engines name their checkpoints OUT/model.ckpt-<step> and keep the same state file,
-so everything here holds for either. Their contents differ: the Estimator engine's
-hold variables by graph name ("dense/kernel", "global_step"), the Keras engine's are
-object-based (tf.train.Checkpoint) and keep the network's variables by the same names
-under NETWORK ("network/dense.Skernel/.ATTRIBUTES/VARIABLE_VALUE"); variables_by_name
-reads either the same way (warm start, export).
+so everything here holds for either; how their contents name the variables is
+trainer/run/variable_names.py.
 
     .venv/bin/python -m trainer.run.checkpoints OUT     # what OUT holds, and what a run would do
 """
@@ -55,8 +52,6 @@ STATE_LINE = re.compile(r'^(?P<key>model_checkpoint_path|all_model_checkpoint_pa
                         r'all_model_checkpoint_timestamps|last_preserved_timestamp): '
                         r'(?P<value>"(?:[^"\\]|\\.)*"|[-+\d.eE]+)$')
 # The Keras engine's checkpoints (trainer/keras/checkpoint.py): the network's variables by name.
-NETWORK = "network"
-OBJECT_VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"  # tf.train.Checkpoint's suffix of a variable's key
 _LOGGER = logging.getLogger(__name__)
 
 
@@ -303,30 +298,6 @@ def step_of(prefix):
         raise tf.errors.NotFoundError(None, None, f"checkpoint {prefix} is gone")
     match = re.match(r"^model\.ckpt-(\d+)$", os.path.basename(prefix))
     return int(match[1]) if match else int(tf.train.load_variable(prefix, "global_step"))
-
-
-def variable_name(variable):
-    """A variable's name without the ':0' ('dense/kernel'); Keras 3 keeps it as .path."""
-    return getattr(variable, "path", None) or variable.name.split(":")[0]
-
-
-def unescape_name(escaped):
-    """A dependency name as tf.train.Checkpoint escaped it ('..' -> '.', '.S' -> '/'), unescaped
-    (trainer/keras/checkpoint.py network_key escapes)."""
-    return re.sub(r"\.(.)", lambda m: "/" if m[1] == "S" else m[1], escaped)
-
-
-def variables_by_name(prefix):
-    """{variable name: (key in the checkpoint, shape)} of a checkpoint of either engine."""
-    found = {}
-    for key, shape in tf.train.list_variables(prefix):
-        if key.endswith(OBJECT_VALUE):
-            if not key.startswith(NETWORK + "/"):
-                continue  # the Keras engine's optimizer and step: not the network's
-            found[unescape_name(key[len(NETWORK) + 1:-len(OBJECT_VALUE)])] = (key, shape)
-        elif key != "_CHECKPOINTABLE_OBJECT_GRAPH":
-            found[key] = (key, shape)
-    return found
 
 
 def main(argv):

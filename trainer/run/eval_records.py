@@ -1,10 +1,11 @@
-"""The run's own bookkeeping files: OUT/eval_results.jsonl and the paths recorded in it.
+"""The run's own bookkeeping: OUT/eval_results.jsonl, the paths recorded in it, and OUT/superseded/.
 
 Engine-neutral: both engines, the report and the closing summary read the same records,
 kept in step order (a record is inserted after those of its step and earlier, whoever
 writes it and whenever). Records of steps past the checkpoint a training run resumes from
 describe checkpoints it no longer has: set_aside_after moves them to
-OUT/superseded/eval_results.jsonl, so that the steps trained again are evaluated again.
+OUT/superseded/eval_results.jsonl, so that the steps trained again are evaluated again, and
+set_aside_exports moves their exports under OUT/superseded/.
 Every path recorded is relative to the run directory (relative_to_run), so a moved or
 downloaded run, local or on gs://, still finds what it names (path_in_run); small files
 are written whole through a rename (common/atomic_write.py).
@@ -17,7 +18,7 @@ import os
 
 import tensorflow as tf
 
-from common import atomic_write, signature
+from common import atomic_write, export_versions, signature
 
 RESULTS_FILE = "eval_results.jsonl"
 SUPERSEDED_SUBDIR = "superseded"  # OUT/superseded/: records and exports of checkpoints a run lost
@@ -68,6 +69,26 @@ def set_aside_after(output_dir, step):
         write_records(os.path.join(output_dir, RESULTS_FILE),
                       [r for r in records if r["global_step"] <= step])
     return later
+
+
+def set_aside_exports(output_dir, model_name, step):
+    """Moves OUT/{export,best_export}/<model_name>/<version> of versions past step under
+    OUT/superseded/ (TF Serving would serve them over what the resumed run exports);
+    returns [(kind, source, target)]."""
+    moved = []
+    for kind, subdir in (("export", signature.EXPORT_SUBDIR), ("best export", signature.BEST_EXPORT_SUBDIR)):
+        relative = os.path.join(subdir, model_name)
+        model_base = os.path.join(output_dir, relative)
+        for version in export_versions.list_versions(model_base, complete=False):
+            if version > step:
+                target = os.path.join(output_dir, SUPERSEDED_SUBDIR, relative, str(version))
+                moved.append((kind, export_versions.version_dir(model_base, version), target))
+    for _, source, target in moved:
+        if tf.io.gfile.exists(target):  # set aside by an earlier resume from a lower step
+            tf.io.gfile.rmtree(target)
+        tf.io.gfile.makedirs(os.path.dirname(target))
+        tf.io.gfile.rename(source, target)
+    return moved
 
 
 def evaluated_steps(output_dir):

@@ -13,7 +13,8 @@ matrix and per-class accuracy go to TensorBoard beside the engine's eval scalars
 
 The engine (trainer/run/engine.py's Engine) evaluates and exports; what is recorded,
 where and when is decided here, the same for both engines, and so is where the latest
-checkpoint's export goes (export_latest: a run's end, --mode export).
+checkpoint's export goes (export_latest: a run's end, --mode export), and a run stopped early
+serves its best (export_stopped_run).
 
     .venv/bin/python -m trainer.task --mode evaluate --output_dir OUT --eval_data_path 'DIR/eval-*'
 """
@@ -32,6 +33,7 @@ from trainer.run import checkpoints, early_stopping, eval_pictures, eval_records
 from trainer.settings import checks
 
 RESULTS_LOCK_FILE = "eval_results.lock"
+COPY_STAGING_SUBDIR = "export_staging_copy"  # the best export is copied here, then moved into place
 _LOGGER = logging.getLogger(__name__)  # the lines a person reads (shown in quiet mode)
 
 
@@ -57,8 +59,10 @@ def evaluate(engine, params, checkpoint_path, step):
     per-class accuracy go to TensorBoard (trainer/run/eval_pictures.py)."""
     results = dict(engine.evaluate(checkpoint_path))
     matrix = results.pop(metrics.CONFUSION_MATRIX_METRIC)  # [C, C]: TensorBoard's, not the record's
+    record = {key: value.item() if hasattr(value, "item") else value for key, value in results.items()}
+    check_metric_reported(record, params)  # before anything of this evaluation is written
     eval_pictures.write_eval_pictures(engine.eval_dir, step, matrix, params.get("labels"))
-    return {key: value.item() if hasattr(value, "item") else value for key, value in results.items()}
+    return record
 
 
 def evaluate_and_record(engine, params, checkpoint_path, staging_dir=None, once_per_step=True):
@@ -73,7 +77,6 @@ def evaluate_and_record(engine, params, checkpoint_path, staging_dir=None, once_
     start = time.time()
     record = evaluate(engine, params, checkpoint_path, step)
     record.update(global_step=step, eval_seconds=round(time.time() - start, 2))
-    check_metric_reported(record, params)
     with hold_results(params["output_dir"]):
         earlier = eval_records.read_eval_results(params["output_dir"])
         if once_per_step and step in {r["global_step"] for r in earlier}:
@@ -87,7 +90,10 @@ def evaluate_and_record(engine, params, checkpoint_path, staging_dir=None, once_
             record["best_export"] = eval_records.relative_to_run(params["output_dir"], exported)
         eval_records.append_eval_result(params["output_dir"], record)
     hptuning.report_metric(params, record)
-    log_record(record, params)
+    logging.info("Eval at step %d: %s", step, json.dumps(record, sort_keys=True))
+    _LOGGER.info("eval at step %d: accuracy %.4f, loss %.4f (%d images, %.0f s)%s", step,
+                 record["accuracy"], record["loss"], params["num_eval_examples"],
+                 record["eval_seconds"], ", new best" if "best_export" in record else "")
     return record
 
 
@@ -100,7 +106,7 @@ def supersede_after(params, step):
     then evaluated and exported again, and the records stay in step order."""
     output_dir = params["output_dir"]
     with hold_results(output_dir):
-        moved = set_aside_exports(params, step)
+        moved = eval_records.set_aside_exports(output_dir, params["serving_model_name"], step)
         later = eval_records.set_aside_after(output_dir, step)
     if later:
         _LOGGER.warning("resuming from step %d: the eval records of steps %s, whose checkpoints "
@@ -113,26 +119,6 @@ def supersede_after(params, step):
                         step, kind, source, target)
 
 
-def set_aside_exports(params, step):
-    """Moves OUT/{export,best_export}/<model>/<version> of versions past step under
-    OUT/superseded/; returns [(kind, source, target)]."""
-    moved = []
-    for kind, subdir in (("export", signature.EXPORT_SUBDIR), ("best export", signature.BEST_EXPORT_SUBDIR)):
-        relative = os.path.join(subdir, params["serving_model_name"])
-        model_base = os.path.join(params["output_dir"], relative)
-        for version in export_versions.list_versions(model_base, complete=False):
-            if version > step:
-                target = os.path.join(params["output_dir"], eval_records.SUPERSEDED_SUBDIR, relative,
-                                      str(version))
-                moved.append((kind, export_versions.version_dir(model_base, version), target))
-    for _, source, target in moved:
-        if tf.io.gfile.exists(target):  # set aside by an earlier resume from a lower step
-            tf.io.gfile.rmtree(target)
-        tf.io.gfile.makedirs(os.path.dirname(target))
-        tf.io.gfile.rename(source, target)
-    return moved
-
-
 def check_metric_reported(record, params):
     """ConfigError when the chosen metric is not among the eval metrics (e.g. top_5 of 3 classes)."""
     metric = params["early_stopping_metric"]
@@ -140,14 +126,6 @@ def check_metric_reported(record, params):
         reported = sorted(k for k, v in record.items() if isinstance(v, float))
         raise checks.ConfigError(f"early_stopping_metric={metric!r} is not reported by this "
                                  f"run's evaluation; it reports {reported}")
-
-
-def log_record(record, params):
-    step = record["global_step"]
-    logging.info("Eval at step %d: %s", step, json.dumps(record, sort_keys=True))
-    _LOGGER.info("eval at step %d: accuracy %.4f, loss %.4f (%d images, %.0f s)%s", step,
-                 record["accuracy"], record["loss"], params["num_eval_examples"],
-                 record["eval_seconds"], ", new best" if "best_export" in record else "")
 
 
 def export_latest(engine, params, state):
@@ -159,6 +137,18 @@ def export_latest(engine, params, state):
                                           f"to export: train first (--mode train_and_eval)")
     export_base = os.path.join(params["output_dir"], signature.EXPORT_SUBDIR)
     return export_model(engine, params, checkpoint_path, step, export_base)
+
+
+def export_stopped_run(engine, params, best, state):
+    """OUT/export/<serving_model_name>/<best step>/: a copy of the best export. A best record
+    without one (the metric was changed mid-run) exports the latest checkpoint instead."""
+    output_dir = params["output_dir"]
+    if not best.get("best_export"):
+        return export_latest(engine, params, state)
+    export_base = os.path.join(output_dir, signature.EXPORT_SUBDIR)
+    target = os.path.join(export_base, params["serving_model_name"], str(best["global_step"]))
+    return staging.copy_into_place(eval_records.path_in_run(output_dir, best["best_export"]), target,
+                                   os.path.join(output_dir, COPY_STAGING_SUBDIR))
 
 
 def export_model(engine, params, checkpoint_path, step, export_base):

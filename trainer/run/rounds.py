@@ -20,11 +20,10 @@ import os
 
 import tensorflow as tf
 
-from common import atomic_write, signature
+from common import atomic_write
 from trainer.run import checkpoints, early_stopping, eval_records, evaluations, hparams_view
 
 EARLY_STOPPING_FILE = "early_stopping.json"  # why a run stopped early; removed when it trains on
-COPY_STAGING_SUBDIR = "export_staging_copy"  # the best export is copied here, then moved into place
 _LOGGER = logging.getLogger(__name__)  # the lines a person reads (shown in quiet mode)
 
 
@@ -102,7 +101,7 @@ def stop_early(engine, params, state):
             tf.io.gfile.remove(reason_path)
         return None
     best = early_stopping.best_record(records, params["early_stopping_metric"])
-    exported = export_stopped_run(engine, params, best, state)
+    exported = evaluations.export_stopped_run(engine, params, best, state)
     summary = {"stopped_at_step": records[-1]["global_step"], "best_step": best["global_step"],
                "metric": params["early_stopping_metric"],
                "best_value": best[params["early_stopping_metric"]],
@@ -112,32 +111,3 @@ def stop_early(engine, params, state):
     _LOGGER.info("early stopping at step %d: %s; serving export %s",
                  summary["stopped_at_step"], reason, exported)
     return exported
-
-
-def export_stopped_run(engine, params, best, state):
-    """OUT/export/<serving_model_name>/<best step>/: a copy of the best export. A best record
-    without one (the metric was changed mid-run) exports the latest checkpoint instead."""
-    output_dir = params["output_dir"]
-    if not best.get("best_export"):
-        return evaluations.export_latest(engine, params, state)
-    export_base = os.path.join(output_dir, signature.EXPORT_SUBDIR)
-    target = os.path.join(export_base, params["serving_model_name"], str(best["global_step"]))
-    return copy_export(eval_records.path_in_run(output_dir, best["best_export"]), target,
-                       os.path.join(output_dir, COPY_STAGING_SUBDIR))
-
-
-def copy_export(source, target, staging):
-    """Copies an export directory to target (kept if it exists), whole: TF Serving polls target's
-    parent, so the copy is made in staging and then moved into place."""
-    if tf.io.gfile.exists(target):
-        return target
-    if tf.io.gfile.exists(staging):  # left over by a killed copy
-        tf.io.gfile.rmtree(staging)
-    for directory, _, files in tf.io.gfile.walk(source):
-        relative = directory[len(source):].strip("/")  # walk joins onto source; keeps gs://
-        tf.io.gfile.makedirs(os.path.join(staging, relative))
-        for name in files:
-            tf.io.gfile.copy(os.path.join(directory, name), os.path.join(staging, relative, name))
-    tf.io.gfile.makedirs(os.path.dirname(target))
-    tf.io.gfile.rename(staging, target)
-    return target

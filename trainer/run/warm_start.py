@@ -39,7 +39,7 @@ import tensorflow as tf
 
 from trainer import nets
 from trainer.objective.averages import EMA_SUFFIX
-from trainer.run import checkpoints
+from trainer.run import checkpoints, variable_names
 from trainer.settings import checks, table
 
 CONVERTED_SUBDIR = "warm_start"     # under output_dir: the converted Keras weights
@@ -143,19 +143,14 @@ def check_source_model(source_dir, params):
                              f"this run is model={params['model']!r}")
 
 
-def variable_name(variable):
-    """A variable's name as checkpoints of this project record it ('dense/kernel')."""
-    return checkpoints.variable_name(variable)
-
-
 def assignment_map(checkpoint, variables, params):
     """{key in checkpoint: variable} for every variable not excluded; WarmStartError
     naming the variables the checkpoint lacks or holds with another shape."""
     exclude = re.compile(params["warm_start_exclude"]) if params["warm_start_exclude"] else None
-    stored = checkpoints.variables_by_name(checkpoint)  # {name: (key, shape)}, either engine's
+    stored = variable_names.variables_by_name(checkpoint)  # {name: (key, shape)}, either engine's
     mapping, missing, reshaped = {}, [], []
     for variable in variables:
-        name = variable_name(variable)
+        name = variable_names.variable_name(variable)
         if exclude and exclude.search(name):
             continue
         source = name + EMA_SUFFIX if name + EMA_SUFFIX in stored else name
@@ -221,7 +216,7 @@ def write_checkpoint(variables, prefix):
     """Saves eager variables under their names with SaveV2, the op a TF1 Saver runs:
     a checkpoint that init_from_checkpoint and tf.train.list_variables read."""
     tf.io.gfile.makedirs(os.path.dirname(prefix))
-    names = [variable_name(v) for v in variables]
+    names = [variable_names.variable_name(v) for v in variables]
     tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
                       tensors=[v.read_value() for v in variables])
     return prefix
