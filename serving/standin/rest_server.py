@@ -2,11 +2,10 @@
 
 Each connection's thread reads its requests from the socket's stream
 (serving/standin/http_wire.py parses them) and answers them one at a time, in
-order (pipelined requests wait):
-a request under /v1/ goes to handle_request, which counts it in the metrics and has
-serving/standin/rest_routes.py (TF Serving's REST handler) route and answer it;
-the metrics page and other paths are answered here. A request waiting for its
-batch holds up only its own connection.
+order (pipelined requests wait): a request under /v1/ goes to handle_request,
+which counts it in the metrics and has serving/standin/rest_routes.py (TF
+Serving's REST handler) route and answer it; the metrics page and other paths are
+answered here. A request waiting for its batch holds up only its own connection.
 
 As TF Serving reads it, the whole body is read before the request is routed, so an
 error answer never leaves unread bytes behind; over max_request_bytes it is refused
