@@ -80,11 +80,16 @@ def abort_on_error(method):
     return wrapper
 
 
-def resolve(core, request):
-    """The ServedVersion a request's model_spec names: a version, a label, or the latest."""
+def model_spec_of(request):
+    """The request's model_spec; TF Serving's InvalidArgument when it has none."""
     if not request.HasField("model_spec"):
         raise errors.InvalidArgument("Missing ModelSpec")
-    return resolve_spec(core, request.model_spec)
+    return request.model_spec
+
+
+def resolve(core, request):
+    """The ServedVersion a request's model_spec names: a version, a label, or the latest."""
+    return resolve_spec(core, model_spec_of(request))
 
 
 def resolve_spec(core, spec):
@@ -139,15 +144,14 @@ def predict(core, request):
 
 def metadata(core, request):
     """GetModelMetadataResponse with the signature_def map packed, as TF Serving sends it."""
-    if not request.HasField("model_spec"):
-        raise errors.InvalidArgument("Missing ModelSpec")
+    spec = model_spec_of(request)
     if not request.metadata_field:
         raise errors.InvalidArgument(
             "GetModelMetadataRequest must specify at least one metadata_field")
     for field in request.metadata_field:
         if field != SIGNATURE_DEF_FIELD:
             raise errors.InvalidArgument(f"Metadata field {field} is not supported")
-    served = resolve(core, request)
+    served = resolve_spec(core, spec)
     response = get_model_metadata_pb2.GetModelMetadataResponse()
     response.model_spec.name = served.model_name
     response.model_spec.version.value = served.version
@@ -219,9 +223,7 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
     @abort_on_error
     def GetModelStatus(self, request, context):
         """Every version seen, or the one asked for; a label is ignored, as in TF Serving."""
-        if not request.HasField("model_spec"):
-            raise errors.InvalidArgument("Missing ModelSpec")
-        spec = request.model_spec
+        spec = model_spec_of(request)
         return self.core.get_status(spec.name, spec.version.value if spec.HasField("version") else None)
 
 

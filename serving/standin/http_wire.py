@@ -1,14 +1,14 @@
-"""HTTP/1.x on the wire for the stand-in's REST endpoint: requests parsed from bytes as they arrive, answers' heads.
+"""HTTP/1.x on the wire for the stand-in's REST endpoint: requests read from a connection's stream, answers' heads.
 
-No sockets here (serving/standin/rest_server.py owns them). RequestReader takes
-the bytes of one connection as they come and hands back complete requests in
-order, with the events a server must act on before a body is complete: an
-`Expect: 100-continue` to answer, a body over the limit (413), a request line or
-headers that do not parse (libevent's HTML error page, as TF Serving's HTTP
-server sends it). Bodies come with Content-Length or chunked (RFC 9112); no
-length and not chunked means no body.
+No sockets here (serving/standin/rest_server.py owns them). read_request reads
+the next request of a connection from its binary stream (the socket's file, or
+io.BytesIO) and hands back the whole request, or what to answer instead: a body
+over the limit (413), a request line or headers that do not parse (libevent's
+HTML error page, as TF Serving's HTTP server sends it). An `Expect: 100-continue`
+within the limit is passed to the caller before the body is read. Bodies come
+with Content-Length or chunked (RFC 9112); no length and not chunked means no body.
 
-    .venv/bin/python -c "from serving.standin import http_wire as w; r = w.RequestReader(99); r.feed(b'GET /v1/models/m HTTP/1.1\\r\\n\\r\\n'); print(r.next_event())"
+    .venv/bin/python -c "import io; from serving.standin import http_wire as w; print(w.read_request(io.BytesIO(b'GET /v1/models/m HTTP/1.1\\r\\n\\r\\n'), 99))"
 """
 import dataclasses
 import email.utils
@@ -40,18 +40,16 @@ class RequestHead:
     def header(self, name, default=None):
         return self.headers.get(name, default)
 
+    @property
+    def expects_continue(self):
+        return self.version == "HTTP/1.1" and self.header("expect", "").lower() == "100-continue"
+
 
 @dataclasses.dataclass
 class Request:
     """A complete request: its head and its whole body (b"" when it has none)."""
     head: RequestHead
     body: bytes
-
-
-@dataclasses.dataclass
-class ContinueRequested:
-    """Expect: 100-continue on a body that is within the limit: say "go on" first."""
-    version: str
 
 
 @dataclasses.dataclass
@@ -66,110 +64,68 @@ class Refused:
     unread: int = 0
 
 
-class RequestReader:
-    """The requests of one connection, from its bytes (feed) to events (next_event)."""
+def read_request(stream, max_body_bytes, go_on=None):
+    """The next Request on the stream, a Refused (the connection then closes), or None when
+    the stream ends first. go_on(head) is called for an `Expect: 100-continue` whose body
+    is within the limit, before the body is read (the caller says "go on" if it must)."""
+    head = read_head(stream)
+    if not isinstance(head, RequestHead):
+        return head  # None or Refused
+    is_chunked = "chunked" in head.header("transfer-encoding", "").lower()
+    length = head.header("content-length")
+    if not is_chunked and length is not None and not length.strip().isdigit():
+        return Refused(400, errors.InvalidArgument(
+            f"Content-Length must be a number, got {length!r}"), head)
+    size = None if is_chunked else int(length or 0)
+    if size is not None and size > max_body_bytes:
+        return Refused(413, too_large(size, max_body_bytes), head,
+                       0 if head.expects_continue else size)
+    if head.expects_continue and go_on is not None:
+        go_on(head)
+    body = read_chunked_body(stream, max_body_bytes) if is_chunked else stream.read(size)
+    if isinstance(body, Refused):
+        body.head = head
+        return body
+    if body is None or len(body) < (size or 0):
+        return None  # the client closed the connection before its body's end
+    return Request(head, body)
 
-    def __init__(self, max_body_bytes):
-        self.max_body_bytes = max_body_bytes
-        self.buffer = bytearray()
-        self._head = None  # the head whose body is still arriving
-        self._body_length = None  # its Content-Length, or None for chunked
 
-    def feed(self, data):
-        self.buffer += data
-
-    def next_event(self):
-        """The next Request, ContinueRequested or Refused; None until more bytes arrive.
-        After a Refused the reader is spent: the connection closes."""
-        if self._head is None:
-            head = self._take_head()
-            if not isinstance(head, RequestHead):
-                return head  # None or Refused
-            event = self._start_body(head)
-            if event is not None:
-                return event
-        return self._take_body()
-
-    def _take_head(self):
-        while self.buffer[:2] == b"\r\n" or self.buffer[:1] == b"\n":  # RFC 9112 2.2
-            del self.buffer[:2 if self.buffer[:1] == b"\r" else 1]
-        end, separator = find_head_end(self.buffer)
-        if end < 0:
-            line_end = self.buffer.find(b"\n")
-            if line_end >= 0:  # the request line is judged when it is whole, as libevent does
-                line = bytes(self.buffer[:line_end]).decode("iso-8859-1").rstrip("\r")
-                refused = parse_request_line(line)
-                if isinstance(refused, Refused):
-                    return refused
-            if len(self.buffer) > MAX_LINE_BYTES * (MAX_HEADERS + 1):
-                return Refused(400)
-            if self.buffer.find(b"\n") < 0 and len(self.buffer) > MAX_LINE_BYTES:
-                return Refused(414)
-            return None
-        text = self.buffer[:end].decode("iso-8859-1")
-        del self.buffer[:end + separator]
-        lines = text.split("\r\n") if separator == 4 and "\n" not in text.replace("\r\n", "") \
-            else [line.rstrip("\r") for line in text.split("\n")]
-        return parse_head(lines)
-
-    def _start_body(self, head):
-        """Sets up reading the body; an event when one comes before it, else None."""
-        is_chunked = "chunked" in head.header("transfer-encoding", "").lower()
-        length = head.header("content-length")
-        if not is_chunked and length is not None and not length.strip().isdigit():
-            return Refused(400, errors.InvalidArgument(
-                f"Content-Length must be a number, got {length!r}"), head)
-        size = None if is_chunked else int(length or 0)
-        if size is not None and size > self.max_body_bytes:
-            expects = self._expects_continue(head)
-            return Refused(413, too_large(size, self.max_body_bytes), head,
-                           0 if expects else size)
-        self._head, self._body_length = head, size
-        if self._expects_continue(head) and not self.buffer:
-            return ContinueRequested(head.version)
+def read_line(stream, limit=MAX_LINE_BYTES):
+    """The next line without its ending (CRLF or LF); None when the stream ends before the
+    line does; a line over the limit comes back longer than the limit, cut."""
+    line = stream.readline(limit + 2)
+    if not line.endswith(b"\n") and len(line) <= limit:
         return None
-
-    @staticmethod
-    def _expects_continue(head):
-        return (head.version == "HTTP/1.1"
-                and head.header("expect", "").lower() == "100-continue")
-
-    def _take_body(self):
-        if self._body_length is None:
-            taken = take_chunked_body(self.buffer, self.max_body_bytes)
-            if isinstance(taken, Refused):
-                taken.head = self._head
-                return taken
-            if taken is None:
-                return None
-            body, used = taken
-        else:
-            if len(self.buffer) < self._body_length:
-                return None
-            body, used = bytes(self.buffer[:self._body_length]), self._body_length
-        del self.buffer[:used]
-        request, self._head = Request(self._head, body), None
-        return request
+    return line.rstrip(b"\n").removesuffix(b"\r")
 
 
-def find_head_end(buffer):
-    """(index of the blank line ending the head, the length of that separator) or (-1, 0)."""
-    crlf = buffer.find(b"\r\n\r\n")
-    lf = buffer.find(b"\n\n", 0, crlf + 2 if crlf >= 0 else len(buffer))  # never the body
-    if lf >= 0 and (crlf < 0 or lf < crlf + 1):
-        return lf, 2
-    return (crlf, 4) if crlf >= 0 else (-1, 0)
-
-
-def parse_head(lines):
-    """A RequestHead from the head's lines (text, request line first), or Refused: libevent's 400
-    for a request line or headers it cannot parse, 414 for a line too long, 501 for a method
-    it does not pass on."""
-    words = parse_request_line(lines[0])
+def read_head(stream):
+    """A RequestHead, Refused (see parse_head) or None when the stream ends first. The
+    request line is judged as soon as it is whole, before the headers, as libevent does."""
+    line = read_line(stream)
+    while line == b"":  # RFC 9112 2.2: blank lines before a request line are ignored
+        line = read_line(stream)
+    if line is None:
+        return None
+    words = parse_request_line(line.decode("iso-8859-1"))
     if isinstance(words, Refused):
         return words
+    lines = []
+    while (line := read_line(stream)) != b"":
+        if line is None:
+            return None
+        if len(lines) == MAX_HEADERS:
+            return Refused(400)
+        lines.append(line.decode("iso-8859-1"))
+    return parse_head(words, lines)
+
+
+def parse_head(words, lines):
+    """A RequestHead from the request line's words and the header lines, or libevent's 400
+    for headers it cannot parse."""
     method, target, version = words
-    headers = parse_headers(lines[1:])
+    headers = parse_headers(lines)
     if headers is None:
         return Refused(400)
     connection = headers.get("connection", "").lower()
@@ -193,9 +149,7 @@ def parse_request_line(line):
 
 def parse_headers(lines):
     """{lower-case name: value}, repeated names joined with ", " (RFC 9110 5.3); None for
-    more than MAX_HEADERS lines, a line too long, folded, or not "name: value"."""
-    if len(lines) > MAX_HEADERS:
-        return None
+    a line too long, folded, or not "name: value"."""
     headers = {}
     for line in lines:
         if len(line) > MAX_LINE_BYTES or line[:1] in (" ", "\t"):
@@ -208,51 +162,32 @@ def parse_headers(lines):
     return headers
 
 
-def take_chunked_body(buffer, limit):
-    """(body, bytes used) once a whole chunked body (RFC 9112 7.1) is in the buffer, None
-    before; Refused when it outgrows the limit (413) or does not parse (400)."""
-    spans, total, position = [], 0, 0  # copied once the body is whole: bodies come in pieces
+def read_chunked_body(stream, limit):
+    """The body of a chunked request (RFC 9112 7.1), its trailer fields read and ignored;
+    Refused when it outgrows the limit (413) or does not parse (400); None when the stream
+    ends first."""
+    chunks, total = [], 0
     while True:
-        line_end = buffer.find(b"\n", position)
-        if line_end < 0:
-            return None if len(buffer) - position <= MAX_CHUNK_LINE_BYTES else malformed_chunks(
-                "a chunk-size line is too long")
-        line = bytes(buffer[position:line_end])
+        line = read_line(stream, MAX_CHUNK_LINE_BYTES)
+        if line is None:
+            return None
+        if len(line) > MAX_CHUNK_LINE_BYTES:
+            return malformed_chunks("a chunk-size line is too long")
         try:
             size = int(line.split(b";", 1)[0].strip(), 16)
         except ValueError:
             return malformed_chunks(f"bad chunk-size line {line[:40]!r}")
-        position = line_end + 1
         if size == 0:
-            return take_trailer(buffer, position, spans)
+            break
         total += size
         if total > limit:  # the rest's length is unknown: drop what the discard allows
             return Refused(413, too_large(f"at least {total}", limit), unread=UNKNOWN_LENGTH)
-        if len(buffer) < position + size + 2:
-            return None
-        spans.append((position, position + size))
-        position += size
-        ending = buffer.find(b"\n", position, position + 3)
-        if ending < 0 or buffer[position:ending].strip():
+        chunks.append(stream.read(size))
+        if read_line(stream, 1) != b"":  # CRLF right after the chunk's data
             return malformed_chunks("a chunk is shorter than its size line says")
-        position = ending + 1
-
-
-def take_trailer(buffer, position, spans):
-    """(body of the chunks' spans, bytes used) after the trailer fields (read and ignored),
-    or None before."""
-    while True:
-        line_end = buffer.find(b"\n", position)
-        if line_end < 0:
-            return None
-        is_blank = not buffer[position:line_end].strip()
-        position = line_end + 1
-        if is_blank:
-            view = memoryview(buffer)
-            try:
-                return b"".join(view[start:end] for start, end in spans), position
-            finally:
-                view.release()  # the buffer is resized next; a live view would forbid it
+    while read_line(stream):  # trailer fields, up to the blank line
+        pass
+    return b"".join(chunks)
 
 
 def malformed_chunks(why):

@@ -26,25 +26,22 @@ INPUTS, CLASSES, SCORES, OUTPUTS = "inputs", "classes", "scores", "outputs"
 KINDS = {CLASSIFY: "classification", REGRESS: "regression"}
 
 
-def get_signature(served, method, signature_name):
-    """GetClassification/RegressionSignatureDef: (name, SignatureDef) of the method."""
+def get_signature(served, signature_name):
+    """GetClassification/RegressionSignatureDef: (name, SignatureDef); its method is checked
+    next, by check_signature."""
     name = signature_name or signature.SIGNATURE_DEFAULT
     if name not in served.signature_defs:
         raise errors.InvalidArgument(f"No signature was found with the name: {name}")
-    check_method(served.signature_defs[name], method)
     return name, served.signature_defs[name]
 
 
-def check_method(signature_def, method):
-    if signature_def.method_name != method:
-        raise errors.InvalidArgument(f"Expected {KINDS[method]} signature method_name to be "
-                                     f"{method}. Was: {signature_def.method_name}")
-
-
 def check_signature(signature_def, method):
-    """PreProcessClassification / PreProcessRegression: one `inputs`, the expected outputs."""
-    check_method(signature_def, method)
+    """The method, then PreProcessClassification / PreProcessRegression: one `inputs`, the
+    expected outputs."""
     kind = KINDS[method]
+    if signature_def.method_name != method:
+        raise errors.InvalidArgument(f"Expected {kind} signature method_name to be "
+                                     f"{method}. Was: {signature_def.method_name}")
     if len(signature_def.inputs) != 1:
         raise errors.InvalidArgument("Expected one input Tensor.")
     if method == CLASSIFY and len(signature_def.outputs) not in (1, 2):
@@ -162,7 +159,7 @@ def run_request(served, request, method, api, response, fill_result):
     """Classify or Regress: the signature found and checked for method, the request's examples
     run through it, response.result filled by fill_result(outputs, count, result)."""
     signature_name = request.model_spec.signature_name
-    name, signature_def = get_signature(served, method, signature_name)
+    name, signature_def = get_signature(served, signature_name)
     check_signature(signature_def, method)
     outputs, count = run_examples(served, name, request.input, api)
     fill_result(outputs, count, response.result)

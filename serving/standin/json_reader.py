@@ -252,32 +252,28 @@ class Reader:
             self.pos = _DIGITS.match(self.data, self.pos).end()
         else:
             self.fail(VALUE_INVALID)
-        is_float, fraction_digits = False, 0
+        is_float = False
         if self.consume("."):
             if not chr(self.peek()).isdigit():
                 self.fail(NUMBER_MISS_FRACTION)
-            fraction_start = self.pos
             self.pos = _DIGITS.match(self.data, self.pos).end()
-            is_float, fraction_digits = True, self.pos - fraction_start
+            is_float = True
         if self.consume("e") or self.consume("E"):
             is_float = True
-            is_negative_exponent = not self.consume("+") and self.consume("-")
+            if not self.consume("+"):
+                self.consume("-")
             if not chr(self.peek()).isdigit():
                 self.fail(NUMBER_MISS_EXPONENT)
-            exponent_start = self.pos
             self.pos = _DIGITS.match(self.data, self.pos).end()
-            exponent = int(self.data[exponent_start:self.pos])
-            if not is_negative_exponent and exponent > MAX_DECIMAL_EXPONENT + fraction_digits:
-                self.fail(NUMBER_TOO_BIG, start)
-        text = self.data[start:self.pos]
+        text = self.data[start:self.pos].decode("ascii")
         if not is_float:
             value = int(text)
             if INT64_MIN <= value <= UINT64_MAX:
                 return value
-        value = float(text)  # rapidjson: a double (an integer past 64 bits too)
-        if math.isinf(value):
+        try:
+            return _checked_float(text)  # rapidjson: a double (an integer past 64 bits too)
+        except _TooBig:
             self.fail(NUMBER_TOO_BIG, start)
-        return value
 
     def read_nan_or_inf(self, is_negative):
         """kParseNanAndInfFlag: NaN, Inf or Infinity, each optionally negative."""

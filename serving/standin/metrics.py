@@ -117,17 +117,6 @@ class Registry:
         with self.lock:
             self.by_name[name].add(labels, value)
 
-    def int64_value(self, name):
-        """The integer of the metric's first point (cells in label order) as ModelService's
-        ReloadConfigResponse reads it: 0 for a histogram or an empty metric; None if absent."""
-        with self.lock:
-            metric = self.by_name.get(name)
-            if metric is None:
-                return None
-            if metric.kind != "counter" or not metric.cells:
-                return 0
-            return metric.cells[min(metric.cells)]
-
 
 class ProcessMetrics(Registry):
     """TF's process-wide metrics (CollectionRegistry::Default) that the stand-in measures."""
@@ -214,12 +203,15 @@ class Metrics(Registry):
 
 
 def int64_value(metrics, name):
-    """The value ModelService's ReloadConfigResponse reads for a metric name (0 for an
-    unknown one). metrics: a server's Metrics or None (TF's own only)."""
+    """The value ModelService's ReloadConfigResponse reads for a metric name: the integer of
+    its first point (cells in label order); 0 for a histogram, an empty or an unknown metric.
+    metrics: a server's Metrics or None (TF's own only)."""
     for registry in [PROCESS] + ([metrics] if metrics is not None else []):
-        value = registry.int64_value(name)
-        if value is not None:
-            return value
+        with registry.lock:
+            metric = registry.by_name.get(name)
+            if metric is not None:
+                is_counted = metric.kind == "counter" and metric.cells
+                return metric.cells[min(metric.cells)] if is_counted else 0
     return 0
 
 

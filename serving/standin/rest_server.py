@@ -1,11 +1,11 @@
 """The stand-in's REST transport (TF Serving's http_server.cc): a thread per connection.
 
-Each connection's thread reads its bytes (serving/standin/http_wire.py parses
-them) and answers its requests one at a time, in order (pipelined requests wait):
-a request under /v1/ goes to handle_request, which counts it in the metrics and has
-serving/standin/rest_routes.py (TF Serving's REST handler) route and answer it;
-the metrics page and other paths are answered here. A request waiting for its
-batch holds up only its own connection.
+Each connection's thread reads its requests from the socket's stream
+(serving/standin/http_wire.py parses them) and answers them one at a time, in
+order (pipelined requests wait): a request under /v1/ goes to handle_request,
+which counts it in the metrics and has serving/standin/rest_routes.py (TF
+Serving's REST handler) route and answer it; the metrics page and other paths are
+answered here. A request waiting for its batch holds up only its own connection.
 
 As TF Serving reads it, the whole body is read before the request is routed, so an
 error answer never leaves unread bytes behind; over max_request_bytes it is refused
@@ -34,7 +34,7 @@ IDLE_SECONDS = 60  # a connection whose client sends nothing this long is closed
 # the client, still sending, sees the 413 instead of a connection reset.
 MAX_DISCARD_BYTES = 128 * 1024 * 1024
 DISCARD_SECONDS = 5
-RECEIVE_BYTES = 256 * 1024
+RECEIVE_BYTES = 256 * 1024  # read at once while dropping a refused body
 ACCEPT_POLL_SECONDS = 0.1  # how soon shutdown() is seen by the accepting thread
 STOP_GRACE_SECONDS = 1.0  # requests in flight at stop() get this long to be answered
 LOG = logging.getLogger()  # the root logger: REST errors stand among the server's own lines
@@ -78,16 +78,19 @@ def json_answer(head, status, answer, close=False):
     return answer_bytes(head, status, rest_routes.encode_json(answer), close=close)
 
 
-class RestConnection(socketserver.BaseRequestHandler):
+class RestConnection(socketserver.StreamRequestHandler):
     """One client connection, in its own thread: its requests read from the socket and
     answered one at a time, in order."""
 
     def setup(self):
-        self.request.settimeout(IDLE_SECONDS)  # a silent client: recv() fails, the thread ends
-        self.reader = http_wire.RequestReader(self.server.max_request_bytes)
+        super().setup()
+        self.connection.settimeout(IDLE_SECONDS)  # a silent client: reads fail, the thread ends
 
     def finish(self):
-        self.server.forget(self.request)
+        try:
+            super().finish()
+        finally:
+            self.server.forget(self.connection)
 
     def handle(self):
         try:
@@ -97,30 +100,38 @@ class RestConnection(socketserver.BaseRequestHandler):
             pass
 
     def answer_next(self):
-        """Reads up to the next event and acts on it; False when the connection is to close."""
-        event = self.reader.next_event()
-        while event is None:
-            if not self.reader.buffer:  # between requests: stop() need not wait for it
-                self.server.set_busy(self.request, False)
-            data = self.request.recv(RECEIVE_BYTES)
-            if not data:
+        """Reads the next request and answers it; False when the connection is to close."""
+        if not self.has_pending_bytes():  # between requests: stop() need not wait for it
+            self.server.set_busy(self.connection, False)
+            if not self.rfile.peek(1):  # waits for the next request's first bytes
                 return False
-            self.server.set_busy(self.request, True)
-            self.reader.feed(data)
-            event = self.reader.next_event()
-        if isinstance(event, http_wire.ContinueRequested):
-            self.request.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
-            return True
+        self.server.set_busy(self.connection, True)
+        event = http_wire.read_request(self.rfile, self.server.max_request_bytes, self.go_on)
+        if event is None:
+            return False
         if isinstance(event, http_wire.Refused):
             self.refuse(event)
             return False
         data = self.answer(event)
-        self.request.sendall(data)
+        self.connection.sendall(data)
         head = event.head
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug("REST %s %s %s: %s", head.method, head.target, head.version,
                       data[:data.find(b"\r\n")].decode("latin-1"))
         return not head.close_after
+
+    def has_pending_bytes(self):
+        """Whether bytes from the client are here already, read or not, without waiting."""
+        self.connection.settimeout(0)
+        try:
+            return bool(self.rfile.peek(1))  # b"" when none has arrived (or at the end)
+        finally:
+            self.connection.settimeout(IDLE_SECONDS)
+
+    def go_on(self, head):
+        """Expect: 100-continue is answered "go on" unless the body has started arriving."""
+        if not self.has_pending_bytes():
+            self.connection.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def answer(self, request):
         """The answer's bytes: the metrics page, a 404 outside /v1/, else the API's."""
@@ -147,15 +158,14 @@ class RestConnection(socketserver.BaseRequestHandler):
                                 "text/html", close=True)
         else:
             data = json_answer(head, event.status, {"error": event.error.message}, close=True)
-        self.request.sendall(data)
+        self.connection.sendall(data)
         if event.unread == 0:
             return
         unread = MAX_DISCARD_BYTES if event.unread < 0 else min(event.unread, MAX_DISCARD_BYTES)
-        unread -= len(self.reader.buffer)
         deadline = time.monotonic() + DISCARD_SECONDS
         while unread > 0 and time.monotonic() < deadline:
-            self.request.settimeout(max(0.01, deadline - time.monotonic()))
-            data = self.request.recv(RECEIVE_BYTES)
+            self.connection.settimeout(max(0.01, deadline - time.monotonic()))
+            data = self.rfile.read1(RECEIVE_BYTES)  # what rfile holds first
             if not data:
                 return
             unread -= len(data)

@@ -1,7 +1,9 @@
-"""The REST endpoint's HTTP/1.x reader on real request bytes, fed whole and in pieces.
+"""The REST endpoint's HTTP/1.x reader on real request bytes.
 
     .venv/bin/python -m pytest tests/serving/standin/test_http_wire.py
 """
+import io
+
 import pytest
 
 from serving.standin import errors, http_wire
@@ -14,36 +16,31 @@ def request_bytes(body=b'{"instances": []}', method="POST", extra=""):
             f"Content-Length: {len(body)}\r\n\r\n").encode() + body
 
 
-def events_of(data, piece=None, limit=LIMIT):
-    """Every event of a reader fed `data` at once or `piece` bytes at a time."""
-    reader, events = http_wire.RequestReader(limit), []
-    piece = piece or len(data)
-    for start in range(0, len(data), piece):
-        reader.feed(data[start:start + piece])
-        event = reader.next_event()
-        while event is not None:
-            events.append(event)
-            if isinstance(event, http_wire.Refused):
-                return events
-            event = reader.next_event()
+def events_of(data, limit=LIMIT):
+    """Every request read from a connection that sent `data`, up to a Refused."""
+    stream, events = io.BufferedReader(io.BytesIO(data)), []
+    event = http_wire.read_request(stream, limit)
+    while event is not None:
+        events.append(event)
+        if isinstance(event, http_wire.Refused):
+            return events
+        event = http_wire.read_request(stream, limit)
     return events
 
 
-@pytest.mark.parametrize("piece", [None, 1, 7, 64])
-def test_pipelined_requests_come_out_whole_and_in_order_however_the_bytes_arrive(piece):
+def test_pipelined_requests_come_out_whole_and_in_order():
     data = (request_bytes(b'{"a": 1}') + b"GET /v1/models/m HTTP/1.1\r\nHost: x\r\n\r\n"
             + request_bytes(b'{"b": 22}'))
-    events = events_of(data, piece)
+    events = events_of(data)
     assert [(e.head.method, e.body) for e in events] == [
         ("POST", b'{"a": 1}'), ("GET", b""), ("POST", b'{"b": 22}')]
 
 
-@pytest.mark.parametrize("piece", [None, 3])
-def test_a_chunked_body_is_joined_and_its_trailer_skipped(piece):
+def test_a_chunked_body_is_joined_and_its_trailer_skipped():
     data = (b"POST /v1/models/m:predict HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
             b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\n"
             b"GET /v1/models/m HTTP/1.1\r\n\r\n")
-    events = events_of(data, piece)
+    events = events_of(data)
     assert [e.body for e in events] == [b"hello world", b""]
 
 
@@ -69,13 +66,13 @@ def test_lf_only_line_ends_are_read_too():
 
 
 def test_expect_100_continue_asks_to_go_on_before_the_body():
-    head = request_bytes(extra="Expect: 100-continue\r\n")
-    reader = http_wire.RequestReader(LIMIT)
-    reader.feed(head[:head.index(b"\r\n\r\n") + 4])
-    assert isinstance(reader.next_event(), http_wire.ContinueRequested)
-    assert reader.next_event() is None
-    reader.feed(b'{"instances": []}')
-    assert reader.next_event().body == b'{"instances": []}'
+    data = request_bytes(extra="Expect: 100-continue\r\n")
+    asked = []
+    head_only = io.BytesIO(data[:data.index(b"\r\n\r\n") + 4])
+    assert http_wire.read_request(head_only, LIMIT, asked.append) is None  # no body came
+    assert [head.target for head in asked] == ["/v1/models/m:predict"]
+    request = http_wire.read_request(io.BytesIO(data), LIMIT, asked.append)
+    assert request.body == b'{"instances": []}' and len(asked) == 2
 
 
 def test_a_content_length_over_the_limit_is_413_before_the_body_is_read():

@@ -119,6 +119,24 @@ def test_oversized_body_sent_in_full_still_gets_413(standin, sample_jpegs):
     assert call(standin, "GET", MODEL)[0] == 200
 
 
+def test_expect_100_continue_is_answered_before_the_body_unless_it_came_along(standin):
+    """libevent's rule: "100 Continue" when the body has not started arriving, then the
+    answer; a body sent with the head gets the answer alone."""
+    head = (f"GET {MODEL} HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+            "Content-Length: 2\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", standin.rest_port), timeout=10) as sock:
+        stream = sock.makefile("rb")
+        sock.sendall(head)
+        assert stream.readline() == b"HTTP/1.1 100 Continue\r\n" and stream.readline() == b"\r\n"
+        sock.sendall(b"{}")
+        assert stream.readline().startswith(b"HTTP/1.1 200")
+        headers = dict(line.decode().strip().lower().split(": ", 1)
+                       for line in iter(stream.readline, b"\r\n"))
+        stream.read(int(headers["content-length"]))
+        sock.sendall(head + b"{}")
+        assert stream.readline().startswith(b"HTTP/1.1 200")
+
+
 def test_post_without_content_length_has_an_empty_body(standin):
     """No Content-Length and not chunked: no body (RFC 9112), so TF Serving's empty-document
     error, on a connection that stays usable."""
