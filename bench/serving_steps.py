@@ -3,7 +3,7 @@
 bench/bench_serving_floor.py prints this after its own table, to show where the
 stand-in's extra time per request goes. Both servers' real objects do the work,
 without sockets or threads: the request bytes go into the stand-in's HTTP
-reader (http_wire.RequestReader, what its connection thread runs before
+reader (http_wire.read_request, what its connection thread runs before
 answering) and the floor's FloorProtocol (its event loop's side: HTTP, JSON and
 queueing), then the stand-in's answering side
 (rest_server.handle_request: routing, the :predict body and TF Serving's checks,
@@ -15,6 +15,7 @@ lengthens each 8-request batch cycle by ~8x us.
 
     .venv/bin/python -m bench.bench_serving_floor     # prints this table last
 """
+import io
 import time
 import types
 
@@ -131,9 +132,7 @@ def measure(base, model_name, jpeg, rounds=5):
 
 
 def read_request(request):
-    reader = http_wire.RequestReader(rest_server.DEFAULT_MAX_REQUEST_BYTES)
-    reader.feed(request)
-    return reader.next_event()
+    return http_wire.read_request(io.BytesIO(request), rest_server.DEFAULT_MAX_REQUEST_BYTES)
 
 
 def body_and_checks(core, model_name, request):
