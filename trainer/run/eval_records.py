@@ -46,12 +46,14 @@ def append_eval_result(output_dir, record):
     or --mode evaluate of an older checkpoint, may record a step below the last one."""
     records = read_eval_results(output_dir)
     at = sum(1 for r in records if r["global_step"] <= record["global_step"])
-    write_records(os.path.join(output_dir, RESULTS_FILE), records[:at] + [record] + records[at:])
+    write_records((os.path.join(output_dir, RESULTS_FILE), records[:at] + [record] + records[at:]))
 
 
-def write_records(path, records):
-    # GFile has no append mode on every file system: rewrite the whole (small) file.
-    atomic_write.write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+def write_records(*files):
+    """Each (path, records) of files rewritten whole, in the order given. GFile has no append
+    mode on every file system: the whole (small) file is written aside and renamed."""
+    for path, records in files:
+        atomic_write.write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
 
 
 def set_aside_after(output_dir, step):
@@ -64,10 +66,9 @@ def set_aside_after(output_dir, step):
         superseded_dir = os.path.join(output_dir, SUPERSEDED_SUBDIR)
         tf.io.gfile.makedirs(superseded_dir)
         kept_aside = read_eval_results(superseded_dir)
-        write_records(os.path.join(superseded_dir, RESULTS_FILE),
-                      kept_aside + [r for r in later if r not in kept_aside])
-        write_records(os.path.join(output_dir, RESULTS_FILE),
-                      [r for r in records if r["global_step"] <= step])
+        write_records((os.path.join(superseded_dir, RESULTS_FILE),
+                       kept_aside + [r for r in later if r not in kept_aside]),
+                      (os.path.join(output_dir, RESULTS_FILE), [r for r in records if r["global_step"] <= step]))
     return later
 
 
