@@ -85,6 +85,7 @@ class RestConnection(socketserver.StreamRequestHandler):
     def setup(self):
         super().setup()
         self.connection.settimeout(IDLE_SECONDS)  # a silent client: reads fail, the thread ends
+        self.answered = 0  # requests answered on this connection
 
     def finish(self):
         try:
@@ -101,7 +102,9 @@ class RestConnection(socketserver.StreamRequestHandler):
 
     def answer_next(self):
         """Reads the next request and answers it; False when the connection is to close."""
-        if not self.has_pending_bytes():  # between requests: stop() need not wait for it
+        # Idle only between requests: a client that just connected is sending its first one
+        # (its bytes may not be here yet on a loaded machine), and stop() waits for it.
+        if self.answered and not self.has_pending_bytes():
             self.server.set_busy(self.connection, False)
             if not self.rfile.peek(1):  # waits for the next request's first bytes
                 return False
@@ -114,6 +117,7 @@ class RestConnection(socketserver.StreamRequestHandler):
             return False
         data = self.answer(event)
         self.connection.sendall(data)
+        self.answered += 1
         head = event.head
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug("REST %s %s %s: %s", head.method, head.target, head.version,

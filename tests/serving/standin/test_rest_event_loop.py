@@ -5,6 +5,7 @@
 import concurrent.futures
 import json
 import socket
+import threading
 import time
 
 import pytest
@@ -85,3 +86,18 @@ def test_stop_answers_a_request_in_flight(tiny_export_base, sample_jpegs):
         time.sleep(0.1)
         running.stop()
         assert waiting.result(timeout=30)[0] == 200
+
+
+def test_stop_answers_the_first_request_of_a_connection_made_before_it(tiny_export_base):
+    """A client that connected before stop() but whose request bytes arrive just after (a
+    loaded machine) is answered: a connection is idle only between its requests."""
+    running = server.start_server("image_classifier", str(tiny_export_base), enable_warmup=False)
+    with socket.create_connection(("127.0.0.1", running.rest_port), timeout=10) as sock:
+        time.sleep(0.2)  # accepted, its thread waiting for the first bytes
+        stopping = threading.Thread(target=running.stop)
+        stopping.start()
+        time.sleep(0.2)
+        sock.sendall(f"GET {MODEL} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200 OK")
+        stopping.join(timeout=30)
+
