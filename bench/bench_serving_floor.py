@@ -15,15 +15,15 @@ InProcessClient):
 each loaded by 8 clients: bench/raw_clients.py's (Python threads over
 bench/loadgen.py, what bench_serving uses; no tool outside the project). Both servers
 get bench_serving.BATCHING_PARAMETERS. Also printed: the server process's CPU per
-request (/proc/PID/stat), how busy the 2 cores were, and where the stand-in's extra
-Python time goes (bench/serving_steps.py). The table is bench/report.py's; the
-libraries' lines go to the log file it names.
+request (/proc/PID/stat) and how busy the 2 cores were. With --steps it prints instead
+where the stand-in's extra Python time goes, step by step (bench/serving_steps.py). One
+table either way, bench/report.py's; the libraries' lines go to the log file it names.
 
     .venv/bin/python -m bench.bench_serving_floor          # ~1 minute on 2 cores
     .venv/bin/python -m bench.bench_serving_floor --quick  # ~30 seconds: 2 rounds of 1000
+    .venv/bin/python -m bench.bench_serving_floor --steps  # ~20 seconds: the Python work per step
     .venv/bin/python -m bench.bench_serving_floor --model_base_path OUT/export/image_classifier
 """
-import contextlib
 import os
 import statistics
 import subprocess
@@ -42,6 +42,8 @@ def build_parser():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--requests", type=int, default=2000, help="per path and round")
     parser.add_argument("--quick", action="store_true", help="2 rounds of 1000 requests")
+    parser.add_argument("--steps", action="store_true",
+                        help="instead: the Python work per request, step by step, in process")
     report.add_output_flags(parser)
     return parser
 
@@ -149,7 +151,7 @@ def per_round(rounds, base_rounds):
     return [own[0] / base[0] for own, base in zip(rounds, base_rounds)]
 
 
-def print_report(out, header, figures, steps):
+def print_report(out, header, figures):
     ratio = report.ratio_figure(per_round(figures["stand-in, Python clients"],
                                           figures["floor, Python clients"]))
     report.print_report(
@@ -159,8 +161,6 @@ def print_report(out, header, figures, steps):
         [f"figure (no goal: issue 34 retired it): stand-in / floor {ratio}"],
         [f"docs row: | serving | none (the figure stays) | stand-in / floor {ratio} | "
          f"`.venv/bin/python -m bench.bench_serving_floor` |"])
-    with contextlib.redirect_stdout(out):
-        serving_steps.print_table(steps)
 
 
 def start_servers(base, model_name, work_dir, jpeg):
@@ -186,8 +186,11 @@ def main(argv=None):
         args.rounds, args.requests = 2, 1000
     log_path = args.log_file or report.default_log_path("bench_serving_floor")
     header = f"{report.machine_line()}; library lines: {log_path}"
-    figures, steps = console.exit_on_user_error(measure_quietly, args, log_path)
-    print_report(sys.stdout, header, figures, steps)
+    measured = console.exit_on_user_error(measure_quietly, args, log_path)
+    if args.steps:
+        serving_steps.print_report(sys.stdout, header, measured)
+    else:
+        print_report(sys.stdout, header, measured)
 
 
 def measure_quietly(args, log_path):
@@ -196,21 +199,21 @@ def measure_quietly(args, log_path):
 
 
 def measure_all(args):
-    """(figures of run_rounds, serving_steps' rows)."""
+    """The figures of run_rounds, or with --steps serving_steps' rows."""
     jpegs = bench_serving.make_digit_jpegs(256)
     with tempfile.TemporaryDirectory() as work_dir:
         base, model_name, _, loaded = bench_serving.model_under_test(
             work_dir, args.model_base_path, jpegs)
+        if args.steps:
+            return serving_steps.measure(base, model_name, jpegs[0], args.rounds)
         servers = start_servers(base, model_name, work_dir, jpegs[0])
         try:
-            figures = run_rounds(make_runs(loaded, servers, jpegs, args.requests),
-                                 args.rounds, args.requests)
+            return run_rounds(make_runs(loaded, servers, jpegs, args.requests),
+                              args.rounds, args.requests)
         finally:
             for process, _, _ in servers.values():
                 process.terminate()
                 process.wait(30)
-        steps = serving_steps.measure(base, model_name, jpegs[0], args.rounds)  # servers gone
-    return figures, steps
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Python work per batched :predict, in process: the batching stand-in's against the floor server's, step by step.
 
-bench/bench_serving_floor.py prints this after its own table, to show where the
+bench/bench_serving_floor.py --steps prints this table, to show where the
 stand-in's extra time per request goes. Both servers' real objects do the work,
 without sockets or threads: the request bytes go into the stand-in's HTTP
 reader (http_wire.read_request, what its connection thread runs before
@@ -13,7 +13,7 @@ out: they cost both servers the same. Best of `rounds` rounds, microseconds per
 request. Every microsecond here runs under the GIL, so an extra x us per request
 lengthens each 8-request batch cycle by ~8x us.
 
-    .venv/bin/python -m bench.bench_serving_floor     # prints this table last
+    .venv/bin/python -m bench.bench_serving_floor --steps     # prints this table
 """
 import io
 import time
@@ -21,7 +21,7 @@ import types
 
 import numpy as np
 
-from bench import floor_server
+from bench import floor_server, report
 from common import signature
 from serving.rest_client import make_rest_predict_body
 from serving.standin import (config_files, http_wire, metrics as metrics_lib, rest_routes,
@@ -144,16 +144,15 @@ def body_and_checks(core, model_name, request):
     return served.checked_inputs(name, inputs)
 
 
-def print_table(rows):
-    print(f"\nPython per batched :predict, in process (best of rounds; model call and sockets "
-          f"excluded), us per request")
-    print(f"{'side':<8}{'step':<32}{'stand-in':>9}{'floor':>8}{'extra':>8}")
-    extra_total = 0.0
-    for side, step, standin, floor in rows:
-        extra = "" if floor is None else f"{standin - floor:>8.1f}"
-        extra_total += 0.0 if floor is None else standin - floor
-        floor_text = "" if floor is None else f"{floor:>8.1f}"
-        print(f"{side:<8}{step:<32}{standin:>9.1f}{floor_text:>8}{extra}")
-    print(f"(extra per request {extra_total:.0f} us: ~{BATCH * extra_total / 1000:.2f} ms more per "
-          f"{BATCH}-request batch cycle, all of it under the GIL on the cycle's critical path)")
+def print_report(out, header, rows):
+    """bench/report.py's one table of measure's rows, the extra per request summed below it."""
+    table = [[side, step, f"{standin:.1f}", "" if floor is None else f"{floor:.1f}",
+              "" if floor is None else f"{standin - floor:.1f}"] for side, step, standin, floor in rows]
+    extra_total = sum(standin - floor for _, _, standin, floor in rows if floor is not None)
+    report.print_report(
+        out, "bench_serving_floor --steps: Python per batched :predict, in process (best of "
+        "rounds; model call and sockets excluded), us per request", header,
+        ["side", "step", "stand-in", "floor", "extra"], table, (),
+        [f"extra per request {extra_total:.0f} us: ~{BATCH * extra_total / 1000:.2f} ms more per "
+         f"{BATCH}-request batch cycle, all of it under the GIL on the cycle's critical path"])
 

@@ -81,8 +81,15 @@ def test_bench_script_runs_at_a_tiny_size(script, tmp_path, trained_run, input_c
     assert MET_RULE_TEXT in output or script in ("bench_serving", "bench_serving_floor", "bench_recipe")
     assert not [line for line in output.splitlines() if line.startswith(NOISE)], output[-2000:]
     assert checkout_files() == checkout_before  # nothing written into the checkout
-    if script == "bench_serving_floor":  # and where the stand-in's extra time goes
-        assert "Python per batched :predict" in output, output[-2000:]
+    assert output.count("\n## ") + output.count("\n### ") == 1, output[-2000:]  # one table
     if script == "bench_train":  # the fine-tune comparison says what it found
         assert "matmul" not in output
         assert any(word in output for word in ("MET", "INCONCLUSIVE")), output[-2000:]
+
+
+def test_bench_serving_floor_steps_prints_where_the_stand_ins_time_goes_as_its_one_table(capsys):
+    importlib.import_module("bench.bench_serving_floor").main(["--steps", "--rounds", "1"])
+    output = capsys.readouterr().out
+    assert "Python per batched :predict" in output and output.count("\n## ") == 1, output[-2000:]
+    assert "| stand-in " in output and "extra per request" in output
+
