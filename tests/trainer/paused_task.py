@@ -63,7 +63,7 @@ def wait_until_deleted(prefix, moment, flag):
 
 def pause_until_deleted(moment, flag=None):
     """Patches the function called at `moment` (looked up by its module at each call)."""
-    from trainer.run import checkpoints, evaluations
+    from trainer.run import checkpoints, evaluations, variable_names
     state = {"current": None, "paused": False}
 
     def once(prefix):
@@ -90,7 +90,7 @@ def pause_until_deleted(moment, flag=None):
             once(checkpoint_path)
     patch(evaluations, "evaluate", before=remember)
     if moment == "keras_restore":
-        patch(checkpoints, "variables_by_name", after=lambda prefix: once(prefix))
+        patch(variable_names, "variables_by_name", after=lambda prefix: once(prefix))
     elif moment == "eval_pass":
         from trainer.keras import evaluate
         patch(evaluate, "run_eval_pass", before=lambda *args: once(state["current"]))
