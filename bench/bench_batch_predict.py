@@ -1,6 +1,6 @@
 """Batch-prediction throughput: the trainer route and the Beam route against the same work in-process.
 
-    .venv/bin/python -m bench.bench_batch_predict     # ~5 minutes on 2 cores
+    .venv/bin/python -m bench.bench_batch_predict     # ~2 minutes on 2 idle cores
     .venv/bin/python -m bench.bench_batch_predict --quick              # ~2 minutes: 1 round
     .venv/bin/python -m bench.bench_batch_predict --run_dir work/demo/run --input_csv work/demo/images/train.csv
 
@@ -12,8 +12,7 @@ Two input sets: the CSV as it is (the demo's train.csv, 1,457 images) and a larg
 made from it in a temporary directory (--large_images, 30,000 by default: its images
 over and over, each copy re-encoded at another JPEG quality, so every file differs),
 the size batch prediction exists for: tens of thousands of images, where a route's
-fixed cost per job (Beam's: ~0.65 s of CPU above the loop, the same on 10,000 and on
-30,000 images) no longer decides the ratio. On each, in every round, in rotating order and
+fixed cost per job no longer decides the ratio. On each, in every round, in rotating order and
 each end to end from the CSV to its published files:
   in-process  bench/batch_baseline.py: the routes' work in one plain loop (the output's
               lock, read and check every image, load the export, serving_default in
