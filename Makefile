@@ -57,11 +57,14 @@ demo: $(VENV)/.installed
 
 # Every benchmark with its defaults (~23 minutes on 2 cores; each prints one table,
 # docs/benchmarks.md); bench-quick: each with --quick (~9 minutes, a first look).
+# Each script's time follows its table, to hold against the duration its docstring announces.
 bench: $(VENV)/.installed
-	for b in bench/bench_*.py; do $(PY) -m bench.$$(basename $$b .py) || exit 1; done
+	for b in bench/bench_*.py; do start=$$(date +%s); $(PY) -m bench.$$(basename $$b .py) || exit 1; \
+	  echo "make bench: $$b took $$(( $$(date +%s) - start )) s"; done
 
 bench-quick: $(VENV)/.installed
-	for b in bench/bench_*.py; do $(PY) -m bench.$$(basename $$b .py) --quick || exit 1; done
+	for b in bench/bench_*.py; do start=$$(date +%s); $(PY) -m bench.$$(basename $$b .py) --quick || exit 1; \
+	  echo "make bench-quick: $$b took $$(( $$(date +%s) - start )) s"; done
 
 # Re-resolve requirements.lock from setup.py + requirements.in (needs uv on PATH).
 lock:

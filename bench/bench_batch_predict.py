@@ -1,6 +1,6 @@
 """Batch-prediction throughput: the trainer route and the Beam route against the same work in-process.
 
-    .venv/bin/python -m bench.bench_batch_predict     # ~2 minutes on 2 idle cores
+    .venv/bin/python -m bench.bench_batch_predict     # ~3 minutes on 2 idle cores
     .venv/bin/python -m bench.bench_batch_predict --quick              # ~2 minutes: 1 round
     .venv/bin/python -m bench.bench_batch_predict --run_dir work/demo/run --input_csv work/demo/images/train.csv
 
@@ -55,7 +55,8 @@ def build_parser():
                              "(default: the demo's train.csv, 1,457 images)")
     parser.add_argument("--large_images", type=int, default=30000,
                         help="images in the large set (0: only the CSV as it is)")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of every route on every set")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="rounds of every route on every set (a median of 5: one slow round on a shared host does not decide it)")
     parser.add_argument("--batch_size", type=int, default=64, help="predict batch of every route")
     parser.add_argument("--quick", action="store_true", help="one round (a first look, ~1 minute)")
     report.add_output_flags(parser)

@@ -72,7 +72,8 @@ def make_parser():
     parser.add_argument("--top_k", type=int, default=signature.DEFAULT_TOP_K)
     parser.add_argument("--min_batch_size", type=int, default=1,
                         help="smallest batch Beam's adaptive batching forms of --input_tfrecord's "
-                             "records (a CSV or images are cut into --max_batch_size as read)")
+                             "records (a CSV or images are cut into lists of whole --max_batch_size "
+                             "batches as read)")
     parser.add_argument("--max_batch_size", type=int, default=DEFAULT_MAX_BATCH_SIZE,
                         help="images per model call")
     return parser

@@ -27,6 +27,13 @@ if inference_base.__dict__.get("resource", ...) is None:
     inference_base.resource = resource
 
 METRICS_NAMESPACE = "batch_predict"
+# A CSV or a list of images is cut into Beam elements of this many model batches
+# (--max_batch_size each) as it is read: Beam's work per element (a WindowedValue, the
+# invoker's argument matching, RunInference's timing and counters) and each switch between
+# loading images and the model are paid per element, not per batch (docs/benchmarks.md, batch
+# prediction). 8 batches of 128 photos of ~100 KB keep an element near 100 MB; a Reshuffle
+# still spreads a file read by one worker over all of them, 1,024 images at a time.
+BATCHES_PER_ELEMENT = 8
 ERRORS_TAG = "errors"
 # Counter names for labelled inputs: "pair<SEP>true<SEP>predicted" per outcome, and the
 # labels the model does not know (they cannot be right; kept out of the accuracy).
@@ -34,31 +41,31 @@ PAIR_COUNTER, PAIR_SEP, UNKNOWN_LABEL_COUNTER = "pair", "\t", "label_unknown"
 
 
 class SavedModelHandler(ModelHandler):
-    """RunInference's extension point for an Estimator export: batches of image bytes in,
-    probabilities out.
+    """RunInference's extension point for an Estimator export: lists of image bytes in,
+    probabilities out, batch_size images per model call.
 
     Beam's own TFModelHandlerTensor loads with tf.keras.models.load_model, which
     does not load an Estimator's TF1-style export, and importing Beam's
     tensorflow_inference module needs tensorflow-hub (whose tf-keras pulls a
     newer TensorFlow). This handler needs neither: it loads the SavedModel's
     serving signature with common/export_predictor.py. Each element it is given is a
-    whole batch of images (a list of bytes): Beam's batching (--min_batch_size,
-    --max_batch_size, through BatchElements) happens before the images load
-    (PredictImages), so every step after it handles one element per batch, not per image;
-    Beam's per-element work is the cost that grows with the input.
+    list of images (a list of bytes) cut before the images load (read_inputs), so every step
+    after it handles one element per list, not per image: Beam's per-element work is the
+    cost that grows with the input. The model sees batch_size images at a time.
     """
 
-    def __init__(self, export_dir):
-        super().__init__(min_batch_size=1, max_batch_size=1)  # an element is a batch already
+    def __init__(self, export_dir, batch_size):
+        super().__init__(min_batch_size=1, max_batch_size=1)  # an element is a list already
         self._export_dir = export_dir
+        self._batch_size = batch_size
 
     def load_model(self):
         return export_predictor.load_export(self._export_dir)
 
     def run_inference(self, batch, model, inference_args=None):
-        """One PredictionResult per batch of images; inference = (probabilities [n, C], class names)."""
-        return [PredictionResult(jpegs, (export_predictor.predict_probabilities(model, jpegs), model.labels))
-                for jpegs in batch]
+        """One PredictionResult per list of images; inference = (probabilities [n, C], class names)."""
+        return [PredictionResult(jpegs, (export_predictor.predict_in_batches(
+            model, jpegs, self._batch_size), model.labels)) for jpegs in batch]
 
     def get_num_bytes(self, batch):
         return sum(len(jpeg) for jpegs in batch for jpeg in jpegs)
@@ -150,16 +157,16 @@ def image_from_record(record):
 
 
 def read_inputs(pipeline, args):
-    """PCollection of batches (lists) of (uri, label) (--input_csv, --input_images) or of
-    InputImages (--input_tfrecord). A CSV or a list of images is cut into batches of
-    --max_batch_size as it is read (no Beam element per image); TFRecords are batched by
+    """PCollection of lists of (uri, label) (--input_csv, --input_images) or of InputImages
+    (--input_tfrecord). A CSV or a list of images is cut into lists of BATCHES_PER_ELEMENT
+    model batches as it is read (no Beam element per image); TFRecords are batched by
     Beam's BatchElements (--min_batch_size to --max_batch_size)."""
-    size = args.max_batch_size
+    size = args.max_batch_size * BATCHES_PER_ELEMENT
     if args.input_tfrecord:
         return (pipeline | "ReadTFRecords" >> beam.io.ReadFromTFRecord(args.input_tfrecord)
                 | "ParseRecords" >> beam.Map(image_from_record)
                 | "Batch" >> beam.BatchElements(min_batch_size=args.min_batch_size,
-                                                max_batch_size=size))
+                                                max_batch_size=args.max_batch_size))
     if args.input_images:  # listed by the launcher (batch_predict.check_inputs)
         return pipeline | "ListImages" >> beam.Create(
             list(split_into_chunks([(uri, None) for uri in args.image_files], size)))
@@ -178,7 +185,7 @@ def build_pipeline(pipeline, args, staged_prefix):
     from common import beam_pipeline
     batches = read_inputs(pipeline, args)
     records = batches | "Predict" >> PredictImages(
-        SavedModelHandler(args.model_dir), args.top_k,
+        SavedModelHandler(args.model_dir, args.max_batch_size), args.top_k,
         is_spread=not beam_pipeline.has_one_worker(pipeline.options))
     return write_records(records, staged_prefix, args.format)
 

@@ -110,6 +110,23 @@ def test_routes_agree_with_the_served_model(trained_run, input_csv, checkpoint_r
         assert (got.argmax(1) == served.argmax(1)).all(), name
 
 
+def test_beam_calls_the_model_with_at_most_max_batch_size_images(trained_run, input_csv,
+                                                                 beam_records, tmp_path, monkeypatch):
+    """A Beam element holds several model batches (batch_transforms.BATCHES_PER_ELEMENT);
+    the model still sees --max_batch_size images at a time, and the records are the same."""
+    sizes, predict = [], export_predictor.predict_probabilities
+    monkeypatch.setattr(export_predictor, "predict_probabilities",
+                        lambda export, jpegs: sizes.append(len(jpegs)) or predict(export, jpegs))
+    summary = batch_predict.run([f"--input_csv={input_csv}", f"--model_dir={trained_run[1]}",
+                                 f"--output={tmp_path}/predictions", "--max_batch_size=2",
+                                 "--direct_num_workers=1"])
+    assert sorted(sizes, reverse=True) == [2] * 5 + [1]  # 11 images: 5 calls of 2 and 1 of 1
+    assert summary == beam_records[0]
+    key = lambda record: record["uri"]  # noqa: E731
+    assert sorted(read_jsonl(f"{tmp_path}/predictions-*.jsonl"), key=key) == sorted(
+        beam_records[1], key=key)
+
+
 def test_tfrecord_input_and_csv_format(trained_run, tmp_path):
     output_dir, _, data = trained_run
     summary = run_trainer_predict(output_dir, f"{data}/eval-*", tmp_path, "--format=csv")
