@@ -398,7 +398,8 @@ def finetune_verdict(runs, target, steps):
                 f"{steps}, no later than half: fewer --finetune_train_per_label, or a lower "
                 f"--finetune_learning_rate (both runs use it)")
     verdict = "MET" if warm is not None and warm <= steps / 2 else "NOT MET"
-    return (f"warm-started reaches {target:.4f} at step {warm} of {steps}, from scratch at step "
+    reached = f"at step {warm} of {steps}" if warm is not None else f"in none of its {steps} steps"
+    return (f"warm-started reaches {target:.4f} {reached}, from scratch at step "
             f"{scratch} (goal: warm-started <= half): {verdict}")
 
 

@@ -93,3 +93,14 @@ def test_bench_serving_floor_steps_prints_where_the_stand_ins_time_goes_as_its_o
     assert "Python per batched :predict" in output and output.count("\n## ") == 1, output[-2000:]
     assert "| stand-in " in output and "extra per request" in output
 
+
+
+@pytest.mark.parametrize("warm_curve, words", [
+    ([(20, 0.70), (40, 0.90), (60, 0.90), (80, 0.90)], "at step 40 of 80, from scratch at step 80 (goal: warm-started <= half): MET"),
+    ([(20, 0.70), (40, 0.80), (60, 0.80), (80, 0.80)], "in none of its 80 steps, from scratch at step 80 (goal: warm-started <= half): NOT MET")])
+def test_finetune_goal_line_says_whether_and_when_warm_start_got_there(warm_curve, words):
+    bench_train = importlib.import_module("bench.bench_train")
+    scratch = [(20, 0.5), (40, 0.6), (60, 0.7), (80, 0.9)]
+    line = bench_train.finetune_verdict({"from scratch": (scratch, 1.0), "warm-started": (warm_curve, 1.0)},
+                                        0.9, 80)
+    assert line == f"warm-started reaches 0.9000 {words}"
