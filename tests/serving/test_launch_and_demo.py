@@ -128,8 +128,9 @@ def test_demo_starts_classifies_and_stops_the_standin(tiny_export_base, sample_j
     assert any(line.startswith("serving.launch: starting standin (") for line in lines)
     assert any("development stand-in" in line and "version 1" in line for line in lines)
     classified = [line for line in lines if line.startswith(str(tmp_path))]
-    assert len(classified) == 3
-    assert all(len(line.split(": ", 1)[1].split(", ")) == 3 for line in classified)
+    assert len(classified) == 3, result.stdout[-2000:]
+    assert all(len(line.split(": ", 1)[1].split(", ")) == 3 for line in classified), (
+        result.stdout[-2000:], result.stderr[-2000:])
     assert "serving.standin.server: stopped" in result.stdout
     assert lines[-1] == "serving.demo: server stopped (exit code 0)"
 
