@@ -58,13 +58,10 @@ demo: $(VENV)/.installed
 # Every benchmark with its defaults (~29 minutes on 2 cores, 1,715 s on 2026-11-26; one table each,
 # docs/benchmarks.md); bench-quick: each with --quick (~9 minutes, a first look).
 # Each script's time follows its table, to hold against the duration its docstring announces.
-bench: $(VENV)/.installed
-	for b in bench/bench_*.py; do start=$$(date +%s); $(PY) -m bench.$$(basename $$b .py) || exit 1; \
-	  echo "make bench: $$b took $$(( $$(date +%s) - start )) s"; done
-
-bench-quick: $(VENV)/.installed
-	for b in bench/bench_*.py; do start=$$(date +%s); $(PY) -m bench.$$(basename $$b .py) --quick || exit 1; \
-	  echo "make bench-quick: $$b took $$(( $$(date +%s) - start )) s"; done
+bench-quick: BENCH_ARGS = --quick
+bench bench-quick: $(VENV)/.installed
+	for b in bench/bench_*.py; do start=$$(date +%s); $(PY) -m bench.$$(basename $$b .py) $(BENCH_ARGS) || exit 1; \
+	  echo "make $@: $$b took $$(( $$(date +%s) - start )) s"; done
 
 # Re-resolve requirements.lock from setup.py + requirements.in (needs uv on PATH).
 lock:
