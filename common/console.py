@@ -296,61 +296,72 @@ class Terminated(BaseException):
 
 
 class TerminationState:
-    """What this process knows of SIGTERM: whether it came, and how many blocks defer it
-    (deferring_termination) to save their work first."""
+    """What this process knows of a stop signal: which one came ("SIGINT", "SIGTERM" or None),
+    and how many blocks defer it (deferring_termination) to save their work first."""
 
     def __init__(self):
-        self.is_requested = False
+        self.requested = None
         self.deferring = 0
 
 
 _TERMINATION = TerminationState()
 
 
-def on_sigterm(signum, frame):  # noqa: ARG001 - signal.signal's handler signature
-    """Raises Terminated where the main thread is, as Ctrl-C raises KeyboardInterrupt; inside
-    deferring_termination only notes it (a second SIGTERM there does not wait)."""
-    is_second = _TERMINATION.is_requested
-    _TERMINATION.is_requested = True
+def stop_error(name):
+    """The exception that stands for stop signal `name`: KeyboardInterrupt or Terminated."""
+    return KeyboardInterrupt() if name == "SIGINT" else Terminated("SIGTERM")  # Beam re-raises it, same type
+
+
+def on_stop_signal(signum, frame):  # noqa: ARG001 - signal.signal's handler signature
+    """Raises KeyboardInterrupt (Ctrl-C) or Terminated (SIGTERM) where the main thread is;
+    inside deferring_termination only notes it (a second signal there does not wait)."""
+    is_second = _TERMINATION.requested is not None
+    _TERMINATION.requested = signal.Signals(signum).name
     if not _TERMINATION.deferring or is_second:
-        raise Terminated("SIGTERM")  # an argument: Beam re-raises it with the step named, same type
+        raise stop_error(_TERMINATION.requested)
 
 
 def is_termination_requested():
-    """True once SIGTERM came (inside exit_on_interrupt): a deferring block saves and ends."""
-    return _TERMINATION.is_requested
+    """True once Ctrl-C or SIGTERM came (inside exit_on_interrupt): a deferring block saves and ends."""
+    return _TERMINATION.requested is not None
 
 
 @contextlib.contextmanager
 def deferring_termination():
-    """SIGTERM inside the block is noted instead of raised: the block checks
+    """Ctrl-C or SIGTERM inside the block is noted instead of raised: the block checks
     is_termination_requested() where its work is whole (between training calls), saves and
-    returns; Terminated is raised as the block ends. Outside exit_on_interrupt SIGTERM keeps
-    its default (the process ends), so the block changes nothing there."""
+    returns; KeyboardInterrupt or Terminated is raised as the block ends. Nothing lands inside
+    TensorFlow's own Python meanwhile (the Keras engine's training call can crash the process
+    when it does). Outside exit_on_interrupt the signals keep their handlers, so the block
+    changes nothing there."""
     _TERMINATION.deferring += 1
     try:
         yield
     finally:
         _TERMINATION.deferring -= 1
-    if _TERMINATION.is_requested:
-        _TERMINATION.is_requested = False  # acted on: a later block of this process is not stopped by it
-        raise Terminated("SIGTERM")
+    if _TERMINATION.requested is not None:
+        name, _TERMINATION.requested = _TERMINATION.requested, None  # acted on: a later block is not stopped by it
+        raise stop_error(name)
 
 
 @contextlib.contextmanager
-def raising_on_sigterm():
-    """on_sigterm is SIGTERM's handler for the block (main thread only: Python runs signal
-    handlers there); the one before is restored after."""
+def raising_on_stop_signals():
+    """on_stop_signal is SIGTERM's handler for the block, and SIGINT's where Python's own was
+    (an ignored Ctrl-C stays ignored); main thread only: Python runs signal handlers there.
+    The handlers before are restored after."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    _TERMINATION.is_requested = False
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    _TERMINATION.requested = None
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, on_stop_signal)}
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, on_stop_signal)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
-        _TERMINATION.is_requested = False  # the SIGTERM was this block's, and is answered
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        _TERMINATION.requested = None  # the signal was this block's, and is answered
 
 
 # What exit_on_interrupt prints before the state, and the exit code, per signal.
@@ -362,12 +373,13 @@ STOPPED_BY = {"SIGINT": ("interrupted (Ctrl-C)", INTERRUPTED_EXIT_CODE),
 def exit_on_interrupt(describe_state):
     """Ctrl-C or SIGTERM inside the block: one line saying what the stopped run left
     (describe_state(), called then) and exit code 130 (143 for SIGTERM), instead of a
-    traceback from wherever the signal landed, or SIGTERM's silent end."""
+    traceback from wherever the signal landed, or SIGTERM's silent end. A block inside it
+    that saves work first (deferring_termination) gets either signal at its own end."""
     handlers = list(logging.getLogger().handlers)
     for handler in handlers:  # a library that logs the interrupt it re-raises: not shown
         handler.addFilter(drop_interrupt_records)
     try:
-        with raising_on_sigterm():
+        with raising_on_stop_signals():
             yield
     except BaseException as err:  # noqa: BLE001 - re-raised unless it is Ctrl-C or SIGTERM
         stopped_by = stop_signal_of(err)

@@ -157,32 +157,65 @@ def test_sigterm_is_one_line_and_exit_code_143(capsys, guarded_sigterm):
     assert signal.getsignal(signal.SIGTERM) is guarded_sigterm  # restored after the block
 
 
-def test_sigterm_in_a_deferring_block_waits_for_its_end(capsys, guarded_sigterm):
-    """A training loop saves where it is first (trainer/keras/train.py), then the line."""
+@pytest.fixture
+def python_ctrl_c():
+    """Python's own SIGINT handler during the test (a test worker's may be another, or ignored)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+STOPS = [(signal.SIGTERM, 143, "terminated (SIGTERM)"), (signal.SIGINT, 130, "interrupted (Ctrl-C)")]
+
+
+@pytest.mark.parametrize("signum, code, words", STOPS)
+def test_a_stop_signal_in_a_deferring_block_waits_for_its_end(signum, code, words, capsys,
+                                                              guarded_sigterm, python_ctrl_c):
+    """A training loop saves where it is first (trainer/keras/train.py), then the line: the
+    signal never lands inside TensorFlow's own Python."""
     done = []
     with pytest.raises(SystemExit) as exited:
         with console.exit_on_interrupt(lambda: f"saved {done}"):
             with console.deferring_termination():
-                signal.raise_signal(signal.SIGTERM)
+                signal.raise_signal(signum)
                 assert console.is_termination_requested()
                 done.append("the step reached")
             pytest.fail("the block's end did not raise")
-    assert exited.value.code == 143
-    assert capsys.readouterr().err == "terminated (SIGTERM): saved ['the step reached']\n"
+    assert exited.value.code == code
+    assert capsys.readouterr().err == f"{words}: saved ['the step reached']\n"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored after the block
 
 
-def test_a_second_sigterm_in_a_deferring_block_does_not_wait(capsys, guarded_sigterm):
+@pytest.mark.parametrize("first, second, code, words", [
+    (signal.SIGTERM, signal.SIGTERM, 143, "terminated (SIGTERM)"),
+    (signal.SIGINT, signal.SIGINT, 130, "interrupted (Ctrl-C)"),
+    (signal.SIGTERM, signal.SIGINT, 130, "interrupted (Ctrl-C)")])
+def test_a_second_stop_signal_in_a_deferring_block_does_not_wait(first, second, code, words, capsys,
+                                                                 guarded_sigterm, python_ctrl_c):
     with pytest.raises(SystemExit) as exited:
         with console.exit_on_interrupt(lambda: "stopped"):
             with console.deferring_termination():
-                signal.raise_signal(signal.SIGTERM)
-                signal.raise_signal(signal.SIGTERM)
-                pytest.fail("the second SIGTERM waited")
-    assert exited.value.code == 143 and capsys.readouterr().err == "terminated (SIGTERM): stopped\n"
+                signal.raise_signal(first)
+                signal.raise_signal(second)
+                pytest.fail("the second signal waited")
+    assert exited.value.code == code and capsys.readouterr().err == f"{words}: stopped\n"
     # Answered: the process's next deferring block (a notebook, the next test) is not stopped by it.
     assert not console.is_termination_requested()
     with console.deferring_termination():
         pass
+
+
+def test_an_ignored_ctrl_c_stays_ignored(guarded_sigterm):
+    """A run started with SIGINT ignored (nohup, a background job of a script) keeps it so."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with console.exit_on_interrupt(lambda: pytest.fail("described")):
+            with console.deferring_termination():
+                signal.raise_signal(signal.SIGINT)
+                assert not console.is_termination_requested()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_sigterm_during_preprocessing_is_one_line_and_exit_code_143(tmp_path):

@@ -77,6 +77,7 @@ WITH_CTRL_C = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.d
 @pytest.mark.parametrize("engine", [pytest.param("estimator", marks=needs_estimator), "keras"])
 def test_ctrl_c_mid_training_is_one_line_naming_the_step_to_resume_from(tiny_argv, repo_root,
                                                                         tmp_path, engine):
+    """Ctrl-C saves the step training reached, then one line naming it and exit code 130."""
     argv = [a for a in tiny_argv if not a.startswith(("--train_steps", "--steps_per_eval"))]
     argv += ["--train_steps=100000", "--steps_per_eval=100000", "--save_checkpoints_steps=20",
              "--log_step_count_steps=100000", f"--engine={engine}"]
@@ -87,11 +88,17 @@ def test_ctrl_c_mid_training_is_one_line_naming_the_step_to_resume_from(tiny_arg
     deadline = time.time() + 120
     while checkpoint_step(output_dir) == 0 and process.poll() is None and time.time() < deadline:
         time.sleep(0.1)
+    seen = checkpoint_step(output_dir)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=60)
     step = checkpoint_step(output_dir)
     assert process.returncode == 130, stderr[-3000:]
     assert 0 < step < 100000 and "Traceback" not in stderr, stderr[-3000:]
+    # As on SIGTERM, the training call under way ended and the step it reached was saved: the
+    # interrupt never landed inside TensorFlow's own Python (it crashed the Keras engine there once).
+    # The Keras engine saves `seen` between calls, so it reached a later step; the Estimator's saver
+    # may still be writing `seen` as the signal comes, and then `seen` is the step it reached.
+    assert (step > seen if engine == "keras" else step >= seen) and seen > 0
     assert stderr.strip().splitlines()[-1] == (
         f"interrupted (Ctrl-C): {output_dir} holds checkpoints up to step {step:,}; the same "
         f"command resumes from there")

@@ -5,7 +5,7 @@ run directory are the driver's (trainer/run/driver.py, rounds.py, evaluations.py
 the same for both engines; this module makes the TPUEstimator (its RunConfig and
 TPUConfig) and answers the Engine calls (trainer/run/engine.py) with it. Killed at any point
 (kill -9 included), the same command resumes from the last checkpoint; SIGTERM
-(preemption) first ends the session.run under way and saves the step it reached.
+(preemption) and Ctrl-C first end the session.run under way and save the step it reached.
 --mode continuous_eval is the separate evaluation job (trainer/run/continuous_eval.py).
 
     .venv/bin/python -m trainer.task --train_data_path 'DIR/train-*' \\
@@ -61,7 +61,7 @@ def make_estimator(params):
 
 class StopOnTerminationHook(tf.compat.v1.train.SessionRunHook):
     """Stops training after the session.run under way (iterations_per_loop steps on a TPU)
-    once SIGTERM came, as StopAtStepHook stops it at max_steps."""
+    once SIGTERM or Ctrl-C came, as StopAtStepHook stops it at max_steps."""
 
     def after_run(self, run_context, run_values):
         if console.is_termination_requested():
@@ -82,9 +82,10 @@ class EstimatorEngine(engine_seam.Engine):
         train_input_fn = input_lib.make_input_fn(
             self.params["train_data_path"], ModeKeys.TRAIN,
             seed=input_lib.train_seed(self.params["seed"], start_step))
-        # SIGTERM: the session.run under way ends, StopOnTerminationHook stops the loop, the
-        # Estimator's CheckpointSaverHook saves the step reached as training ends (end()),
-        # then deferring_termination raises console.Terminated: one line, exit 143.
+        # SIGTERM or Ctrl-C: the session.run under way ends, StopOnTerminationHook stops the
+        # loop, the Estimator's CheckpointSaverHook saves the step reached as training ends
+        # (end()), then deferring_termination raises console.Terminated (KeyboardInterrupt):
+        # one line, exit 143 (130).
         with console.deferring_termination():
             self.estimator.train(train_input_fn, max_steps=max_steps,
                                  hooks=[progress.make_progress_hook(self.params),

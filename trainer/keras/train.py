@@ -7,8 +7,8 @@ one compiled program per call; elsewhere one call instead of a Python round trip
 step). A call stops early at a multiple of save_checkpoints_steps and at max_steps,
 where the CheckpointManager writes model.ckpt-<step>: checkpoints fall on the steps the
 Estimator engine writes them at, and a run killed at any point resumes from the newest
-one. SIGTERM (preemption) lets the call under way end and saves the step it reached
-(train). A call returns every step's logs, and the summaries of the steps that are
+one. SIGTERM (preemption) and Ctrl-C let the call under way end and save the step it
+reached (train). A call returns every step's logs, and the summaries of the steps that are
 multiples of save_summary_steps are written from them: no call ends early for a
 summary. The iterator lives as long as the engine, so each round continues the same
 shuffled stream instead of starting it again.
@@ -85,9 +85,10 @@ def train(model, train_function, iterator, manager, params, max_steps):
     (make_train_function's) on the next batches of iterator, saving checkpoints with manager (a
     tf.train.CheckpointManager); returns the final step.
 
-    SIGTERM (a preempted TPU VM, a stopped Vertex job) is deferred to the end of the call
-    under way (console.deferring_termination): its step is saved as model.ckpt-<step>, and
-    console.Terminated ends the run with one line naming it. Calls are planned from the
+    SIGTERM (a preempted TPU VM, a stopped Vertex job) and Ctrl-C are deferred to the end of
+    the call under way (console.deferring_termination): its step is saved as
+    model.ckpt-<step>, and console.Terminated (KeyboardInterrupt) ends the run with one line
+    naming it. Calls are planned from the
     multiples of save_checkpoints_steps, so the resumed run's checkpoints fall on them again."""
     log = TrainingLog(params, int(model.step.numpy()))
     step = log.start_step

@@ -280,8 +280,8 @@ def latest_checkpoint(output_dir):
 
 def describe_interrupted(output_dir, trains, mode):
     """What a run of `mode` stopped by Ctrl-C or SIGTERM leaves in output_dir: for a mode that
-    trains, the step the same command resumes from (on SIGTERM both engines first save the
-    step training reached)."""
+    trains, the step the same command resumes from (on SIGTERM and Ctrl-C both engines first
+    save the step training reached)."""
     if not trains:
         return f"--mode {mode} did not finish; {output_dir} is as the training left it"
     _, step = latest_checkpoint(output_dir)
