@@ -55,7 +55,7 @@ test-keras: $(VENV_KERAS)/.installed
 demo: $(VENV)/.installed
 	bash tools/demo.sh $(WORK)
 
-# Every benchmark with its defaults (~29 minutes on 2 cores, 1,715 s on 2026-11-26; one table each,
+# Every benchmark with its defaults (~29 minutes on 2 cores, 1,693 s on 2026-11-27; one table each,
 # docs/benchmarks.md); bench-quick: each with --quick (~9 minutes, a first look).
 # Each script's time follows its table, to hold against the duration its docstring announces.
 bench-quick: BENCH_ARGS = --quick
