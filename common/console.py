@@ -340,7 +340,8 @@ def deferring_termination():
     finally:
         _TERMINATION.deferring -= 1
     if _TERMINATION.requested is not None:
-        name, _TERMINATION.requested = _TERMINATION.requested, None  # acted on: a later block is not stopped by it
+        # Acted on: a later block of this process is not stopped by it.
+        name, _TERMINATION.requested = _TERMINATION.requested, None
         raise stop_error(name)
 
 

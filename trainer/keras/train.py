@@ -88,8 +88,8 @@ def train(model, train_function, iterator, manager, params, max_steps):
     SIGTERM (a preempted TPU VM, a stopped Vertex job) and Ctrl-C are deferred to the end of
     the call under way (console.deferring_termination): its step is saved as
     model.ckpt-<step>, and console.Terminated (KeyboardInterrupt) ends the run with one line
-    naming it. Calls are planned from the
-    multiples of save_checkpoints_steps, so the resumed run's checkpoints fall on them again."""
+    naming it. Calls are planned from the multiples of save_checkpoints_steps, so the resumed
+    run's checkpoints fall on them again."""
     log = TrainingLog(params, int(model.step.numpy()))
     step = log.start_step
     with console.deferring_termination():
