@@ -1,22 +1,13 @@
 """Server-side batching (--enable_batching): TF Serving's BatchingSession and SharedBatchScheduler in miniature.
 
-Concurrent requests to one signature of one model version queue up as tasks in
-that key's queue; num_batch_threads threads, shared by every queue, merge the
-tasks of a batch into one model call (inputs concatenated along dimension 0,
-padded to the next allowed_batch_sizes entry with copies of the first row of the
-last task, as TF Serving pads), then split the outputs back. The queue follows
-SharedBatchScheduler's rules:
-
-  - a task larger than max_batch_size is refused (INVALID_ARGUMENT);
-  - a task joins the open batch if it fits, else starts a new one; with
-    max_enqueued_batches batches already waiting the task is refused with
-    UNAVAILABLE (HTTP 503), TF Serving's "queue is full";
-  - a batch is processed when it is full, when a newer batch has started after it,
-    or when its first task has waited batch_timeout_micros (0: as soon as one of
-    the num_batch_threads threads is free, so batches grow only while all are busy).
-
-As in TF Serving, one failing input (an undecodable image) fails every request
-merged into its batch.
+Concurrent requests to one signature of one version queue as tasks under that key;
+num_batch_threads shared threads merge a batch's tasks into one model call (padded to
+the next allowed_batch_sizes entry with copies of the last task's first row, as TF
+Serving pads) and split the outputs back. SharedBatchScheduler's rules: a batch runs
+when full, when a newer one has started, or when its first task has waited
+batch_timeout_micros; a task over max_batch_size is INVALID_ARGUMENT, one finding
+max_enqueued_batches waiting UNAVAILABLE (HTTP 503). One failing input fails every
+request merged into its batch, as in TF Serving.
 
     .venv/bin/python -m serving.standin.server --model_base_path OUT/export/image_classifier \
         --enable_batching --batching_parameters_file batching.txt
@@ -37,8 +28,8 @@ log = logging.getLogger(__name__)
 
 @dataclasses.dataclass(eq=False)
 class Task:
-    """One request: {input name: numpy array [size, ...]}; when its batch is done the batch
-    thread calls when_done(outputs, error), outputs None when error is set."""
+    """One request's {input name: numpy array [size, ...]}; when_done(outputs, error) when its
+    batch is done."""
     inputs: dict
     when_done: object
     enqueued: float = dataclasses.field(default_factory=time.monotonic)

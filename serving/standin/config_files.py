@@ -5,10 +5,9 @@
     --batching_parameters_file BatchingParameters (servables/tensorflow/session_bundle_config.proto)
     --monitoring_config_file   MonitoringConfig (config/monitoring_config.proto)
 
-tensorflow-serving-api 2.15 ships no Python classes for the last two, so they are
-declared here at run time from descriptor protos with TF Serving's package, message
-and field names and numbers: a file written for the real server parses here, and one
-that parses here works there. No protoc is needed.
+tensorflow-serving-api 2.15 ships no Python classes for the last two: they are declared
+here from descriptor protos with TF Serving's names and field numbers, so a file parses
+here exactly when it parses there.
 
     .venv/bin/python -c "from serving.standin import config_files as c; print(c.BatchingParameters())"
 """

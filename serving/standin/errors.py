@@ -1,10 +1,7 @@
 """Request errors of the stand-in server, each with TF Serving's HTTP status and gRPC code.
 
-A handler raises one of these; the REST layer turns it into
-`{"error": message}` with `http_status`, the gRPC layer aborts with `grpc_code`.
-The HTTP statuses are TF Serving's own mapping of canonical codes
-(model_servers/http_server.cc, ToHTTPStatusCode): INVALID_ARGUMENT and
-FAILED_PRECONDITION 400, NOT_FOUND 404, UNAVAILABLE 503, UNIMPLEMENTED 501.
+REST answers `{"error": message}` with `http_status` (TF Serving's ToHTTPStatusCode in
+model_servers/http_server.cc), gRPC aborts with `grpc_code`.
 
     .venv/bin/python -c "from serving.standin import errors; print(errors.NotFound('x').http_status)"
 """

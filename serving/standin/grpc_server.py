@@ -1,14 +1,9 @@
 """The stand-in's gRPC endpoint: TF Serving's PredictionService and ModelService.
 
-The service definitions and messages are the `tensorflow-serving-api` package's
-generated code, so any TF Serving gRPC client works unchanged. Implemented:
-Predict (outputs in the typed field of their dtype, float_val, int64_val, string_val...,
-with dtype and tensor_shape, never tensor_content: TF Serving's kAsProtoField),
-GetModelMetadata, GetModelStatus, ModelService.HandleReloadConfigRequest, and
-Classify, Regress and MultiInference on classification/regression signatures
-(serving/standin/inference.py).
-A model_spec may name a version or a version_label. Errors carry TF Serving's
-codes and words (predict_util.cc, get_model_metadata_impl.cc, server_core.cc).
+tensorflow-serving-api's generated services and messages, so any TF Serving client works:
+Predict (outputs in their dtype's typed field, never tensor_content: kAsProtoField),
+Classify, Regress and MultiInference (inference.py), GetModelMetadata, GetModelStatus,
+HandleReloadConfigRequest, with TF Serving's codes and words.
 
     .venv/bin/python -m serving.standin.server --model_base_path OUT/export/image_classifier --port 8500
 """
@@ -25,7 +20,7 @@ from tensorflow_serving.apis import (get_model_metadata_pb2, model_management_pb
                                      model_service_pb2_grpc, predict_pb2,
                                      prediction_service_pb2_grpc)
 
-from common import predict_protos, signature
+from common import predict_protos
 
 from serving.standin import (config_files, errors, inference, metrics as metrics_lib,
                              signature_inputs)
@@ -76,7 +71,6 @@ def abort_on_error(method):
         except Exception as e:  # the RPC boundary: log it, answer INTERNAL, keep serving
             logging.exception("gRPC %s failed", method.__name__)
             context.abort(grpc.StatusCode.INTERNAL, f"{type(e).__name__}: {e}")
-    wrapper.__name__ = method.__name__
     return wrapper
 
 
@@ -127,10 +121,8 @@ def read_request_tensors(request):
 def predict(core, request):
     """A PredictResponse, checking the request in TF Serving's order (predict_util.cc)."""
     served = resolve(core, request)
-    name = request.model_spec.signature_name or signature.SIGNATURE_DEFAULT
-    signature_def = served.signature_defs.get(name)
-    if signature_def is None:
-        raise errors.FailedPrecondition(f'Serving signature key "{name}" not found.')
+    name, signature_def = served.resolve_signature(request.model_spec.signature_name, lambda name: (
+        errors.FailedPrecondition(f'Serving signature key "{name}" not found.')))
     signature_inputs.check_input_names(signature_def, request.inputs)
     inputs = read_request_tensors(request)
     output_names = select_output_names(signature_def, request.output_filter)
@@ -228,12 +220,8 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
 
 
 def find_port_in_use(host, port):
-    """The EADDRINUSE OSError that binding host:port raises, or None.
-
-    gRPC's own bind failure does not say why (and logs a C++ line first); this probe,
-    with SO_REUSEADDR as gRPC sets it, names the common reason before gRPC tries.
-    Other probe errors (e.g. no IPv6 for "localhost") are left for gRPC to judge.
-    """
+    """The EADDRINUSE OSError that binding host:port raises, or None: gRPC's own bind failure
+    does not say why. Other probe errors (no IPv6 for "localhost") are left to gRPC."""
     if port == 0:
         return None
     try:
@@ -253,10 +241,7 @@ def find_port_in_use(host, port):
 
 
 def start_grpc_server(core, host, port, max_message_bytes, metrics=None):
-    """Starts the gRPC server; returns (server, bound port). Port 0 picks a free port.
-
-    Raises OSError (errno EADDRINUSE when another server holds the port) if it cannot bind.
-    """
+    """(server, bound port) of a started gRPC server (port 0: a free one); OSError if it cannot bind."""
     in_use = find_port_in_use(host, port)
     if in_use is not None:
         raise in_use

@@ -1,12 +1,8 @@
 """HTTP/1.x on the wire for the stand-in's REST endpoint: requests read from a connection's stream, answers' heads.
 
-No sockets here (serving/standin/rest_server.py owns them). read_request reads
-the next request of a connection from its binary stream (the socket's file, or
-io.BytesIO) and hands back the whole request, or what to answer instead: a body
-over the limit (413), a request line or headers that do not parse (libevent's
-HTML error page, as TF Serving's HTTP server sends it). An `Expect: 100-continue`
-within the limit is passed to the caller before the body is read. Bodies come
-with Content-Length or chunked (RFC 9112); no length and not chunked means no body.
+No sockets here (rest_server.py owns them). read_request returns a connection's next
+whole request (a Content-Length or chunked body), or what to answer instead: 413 for a
+body over the limit, libevent's HTML page for a head that does not parse.
 
     .venv/bin/python -c "import io; from serving.standin import http_wire as w; print(w.read_request(io.BytesIO(b'GET /v1/models/m HTTP/1.1\\r\\n\\r\\n'), 99))"
 """
@@ -54,10 +50,8 @@ class Request:
 
 @dataclasses.dataclass
 class Refused:
-    """A request answered without being routed; the connection closes after the answer.
-
-    error: a ServingError (a JSON answer, as TF Serving's handler sends) or None with
-    status (libevent's own HTML page); unread: body bytes to read and drop first."""
+    """A request answered without being routed, then the connection closed. error: a
+    ServingError (a JSON answer) or None (libevent's HTML page); unread: body bytes to drop."""
     status: int
     error: errors.ServingError = None
     head: RequestHead = None
@@ -122,8 +116,7 @@ def read_head(stream):
 
 
 def parse_head(words, lines):
-    """A RequestHead from the request line's words and the header lines, or libevent's 400
-    for headers it cannot parse."""
+    """A RequestHead from the request line's words and the header lines, or libevent's 400."""
     method, target, version = words
     headers = parse_headers(lines)
     if headers is None:
@@ -163,9 +156,8 @@ def parse_headers(lines):
 
 
 def read_chunked_body(stream, limit):
-    """The body of a chunked request (RFC 9112 7.1), its trailer fields read and ignored;
-    Refused when it outgrows the limit (413) or does not parse (400); None when the stream
-    ends first."""
+    """A chunked request's body (RFC 9112 7.1; trailers ignored); Refused when it outgrows the
+    limit (413) or does not parse (400); None when the stream ends first."""
     chunks, total = [], 0
     while True:
         line = read_line(stream, MAX_CHUNK_LINE_BYTES)

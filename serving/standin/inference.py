@@ -1,16 +1,9 @@
 """Classify, Regress and MultiInference on a served version, as TF Serving runs them.
 
-A classification or regression SignatureDef takes one string tensor, `inputs`, of
-serialized tf.Examples. The request's Input (example_list, or
-example_list_with_context: the context's bytes before each example's, so an
-example's feature overrides the context's of the same name, as in TF Serving's
-InputToSerializedExampleTensor) is serialized and fed; a classification's `classes`
-[batch, n] strings and/or `scores` [batch, n] floats become
-ClassificationResult.classifications[i].classes[j] {label, score}, a regression's
-`outputs` ([batch] or [batch, 1] floats) RegressionResult.regressions[i].value.
-Checks and words are TF Serving's (servables/tensorflow/classifier.cc, regressor.cc,
-multi_inference.cc, util.cc). MultiInference runs each task's signature on the same
-input (TF Serving fetches them in one session run; the values are the same).
+A classification or regression signature takes `inputs`, serialized tf.Examples (a
+context's bytes before each example's, InputToSerializedExampleTensor); `classes` and/or
+`scores` become a ClassificationResult, `outputs` a RegressionResult. Checks and words
+are TF Serving's (servables/tensorflow/classifier.cc, regressor.cc, multi_inference.cc).
 
     .venv/bin/python -m pytest tests/serving/test_tf_serving_conformance.py -k "classify or regress"
 """
@@ -26,13 +19,9 @@ INPUTS, CLASSES, SCORES, OUTPUTS = "inputs", "classes", "scores", "outputs"
 KINDS = {CLASSIFY: "classification", REGRESS: "regression"}
 
 
-def get_signature(served, signature_name):
-    """GetClassification/RegressionSignatureDef: (name, SignatureDef); its method is checked
-    next, by check_signature."""
-    name = signature_name or signature.SIGNATURE_DEFAULT
-    if name not in served.signature_defs:
-        raise errors.InvalidArgument(f"No signature was found with the name: {name}")
-    return name, served.signature_defs[name]
+def no_signature(name):
+    """GetClassification/RegressionSignatureDef's words for a name the model lacks."""
+    return errors.InvalidArgument(f"No signature was found with the name: {name}")
 
 
 def check_signature(signature_def, method):
@@ -145,22 +134,21 @@ def set_model_spec(spec, served, signature_name):
 
 def classify(served, request):
     """ClassificationResponse for a ClassificationRequest (TF Serving's Classify)."""
-    return run_request(served, request, CLASSIFY, "Classify",
-                       classification_pb2.ClassificationResponse(), classification_result)
+    return run_request(served, request, CLASSIFY, classification_pb2.ClassificationResponse())
 
 
 def regress(served, request):
     """RegressionResponse for a RegressionRequest (TF Serving's Regress)."""
-    return run_request(served, request, REGRESS, "Regress",
-                       regression_pb2.RegressionResponse(), regression_result)
+    return run_request(served, request, REGRESS, regression_pb2.RegressionResponse())
 
 
-def run_request(served, request, method, api, response, fill_result):
+def run_request(served, request, method, response):
     """Classify or Regress: the signature found and checked for method, the request's examples
-    run through it, response.result filled by fill_result(outputs, count, result)."""
+    run through it, response.result filled by the method's RESULTS function."""
     signature_name = request.model_spec.signature_name
-    name, signature_def = get_signature(served, signature_name)
+    name, signature_def = served.resolve_signature(signature_name, no_signature)
     check_signature(signature_def, method)
+    api, fill_result, _ = RESULTS[method]
     outputs, count = run_examples(served, name, request.input, api)
     fill_result(outputs, count, response.result)
     set_model_spec(response.model_spec, served, signature_name)
@@ -180,11 +168,11 @@ def check_tasks(served, request):
         name = task.model_spec.signature_name or signature.SIGNATURE_DEFAULT
         if name in [n for _, n in checked]:
             raise errors.InvalidArgument(f"Duplicate evaluation of signature: {name}")
-        if name not in served.signature_defs:
-            raise errors.InvalidArgument(f"Requested signature not found in model graph: {name}")
+        _, signature_def = served.resolve_signature(name, lambda name: errors.InvalidArgument(
+            f"Requested signature not found in model graph: {name}"))
         if task.method_name not in KINDS:
             raise errors.Unimplemented(f"Unsupported signature method_name: {task.method_name}")
-        check_signature(served.signature_defs[name], task.method_name)
+        check_signature(signature_def, task.method_name)
         checked.append((task, name))
     return checked
 
@@ -196,12 +184,15 @@ def multi_inference(served, request):
     metrics.PROCESS.record_examples(served.model_name, len(examples))
     response = inference_pb2.MultiInferenceResponse()
     for task, name in tasks:
-        api = "Classify" if task.method_name == CLASSIFY else "Regress"
-        outputs = served.predict(name, {INPUTS: examples}, api=api)
+        api, fill_result, field = RESULTS[task.method_name]
         result = response.results.add()
-        if task.method_name == CLASSIFY:
-            classification_result(outputs, len(examples), result.classification_result)
-        else:
-            regression_result(outputs, len(examples), result.regression_result)
+        outputs = served.predict(name, {INPUTS: examples}, api=api)
+        fill_result(outputs, len(examples), getattr(result, field))
         set_model_spec(result.model_spec, served, task.model_spec.signature_name)
     return response
+
+
+# method -> (the API label of its model call, the function filling its result, the
+# InferenceResult field MultiInference fills)
+RESULTS = {CLASSIFY: ("Classify", classification_result, "classification_result"),
+           REGRESS: ("Regress", regression_result, "regression_result")}

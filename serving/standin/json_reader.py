@@ -1,21 +1,12 @@
 """A request body read as TF Serving's rapidjson reads it (util/json_tensor.cc ParseJson).
 
-TF Serving parses bodies with rapidjson (kParseNanAndInfFlag, UTF-8 without validation)
-and answers a body that does not parse with rapidjson's words and byte offset:
-`JSON Parse error: Invalid value. at offset: 0`. Clients and tests match on that text,
-so the stand-in says the same. What rapidjson accepts and Python's json does not is
-accepted too:
-
-  - bytes that are not UTF-8 inside a string (rapidjson copies them unchecked): strings
-    come back as str with such bytes as surrogate escapes; to_bytes() restores them;
-  - a UTF-8 byte-order mark (rapidjson's UTF-8 memory stream skips it);
-  - Inf, -Inf and -NaN (kParseNanAndInfFlag), and a NUL byte ending the document.
-
-A UTF-16 or UTF-32 body is refused as rapidjson refuses it (Python's json would guess
-its encoding and accept it). One difference remains: a repeated object key keeps its
-last value (Python's json), where rapidjson's FindMember finds the first. Python's json reads the common body (C speed); only a
-body it refuses, or one with a \\uD800-\\uDFFF escape or a number too big for a double,
-is read again here, byte by byte, for rapidjson's answer.
+A body that does not parse is answered in rapidjson's words and byte offset (`JSON Parse
+error: Invalid value. at offset: 0`: clients match on it), and what rapidjson accepts is
+accepted: bytes that are not UTF-8 inside a string (kept as surrogate escapes;
+to_bytes() restores them), a UTF-8 byte-order mark, Inf/-Inf/-NaN, a NUL byte ending
+the document; UTF-16/32 bodies are refused. Python's json reads the common body; one it
+refuses, or one with a \\uD800-\\uDFFF escape or a number too big for a double, is read
+again here byte by byte. A repeated key keeps its last value (rapidjson: the first).
 
     .venv/bin/python -c "from serving.standin import json_reader as j; j.loads(b'[1, 2')"
 """

@@ -1,11 +1,8 @@
-"""TF Serving's JSON -> tensor rules (util/json_tensor.cc), with its error words.
+"""TF Serving's JSON -> tensor rules (util/json_tensor.cc FillTensorProto), with its error words.
 
-A JSON value becomes a numpy array of the signature input's dtype by TF Serving's
-FillTensorProto rules (every leaf at the tensor's rank, every list of its level's
-size, each leaf of the dtype's JSON type, {"b64": ...} for strings). Its messages are
-TF Serving's, because clients match on them:
-`JSON Value: "x" Type: String is not of expected type: float`. Classify/regress
-bodies: serving/standin/json_examples.py; answers: serving/standin/json_writer.py.
+Every leaf at the tensor's rank, every list of its level's size, each leaf of the
+dtype's JSON type, {"b64": ...} for strings; the messages are TF Serving's, since
+clients match on them. Classify/regress bodies: json_examples.py; answers: json_writer.py.
 
     .venv/bin/python -c "from serving.standin import json_tensors as j; print(j.read_tensor([[1, 2]], 'DT_FLOAT', 'x'))"
 """

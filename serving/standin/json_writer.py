@@ -1,10 +1,8 @@
 """TF Serving's JSON answers (MakeJsonFromTensors in util/json_tensor.cc), float texts included.
 
-Floats are written as TF Serving's WriteDecimal writes them: C's "%g" (six
-significant digits) when that reads back to the same float32/float64, else
-max_digits10 digits ("%.9g" for float32, "%.17g" for float64); ".0" is added to a
-whole number not in exponent form; NaN, Infinity and -Infinity are bare words.
-Strings are text, or {"b64": ...} for *_bytes outputs and bytes that are not UTF-8.
+Floats as WriteDecimal writes them: C's "%g" when that reads back to the same float32/64,
+else "%.9g" / "%.17g"; ".0" after a whole number not in exponent form; NaN, Infinity and
+-Infinity bare. Strings are text, or {"b64": ...} for *_bytes outputs and non-UTF-8 bytes.
 
     .venv/bin/python -c "from serving.standin import json_writer as j; import numpy as np; print(j.format_floats(np.float32([0.1, 1, 2/3, np.nan])))"
 """

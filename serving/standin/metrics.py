@@ -1,13 +1,9 @@
 """TF Serving's request metrics, served in its Prometheus text format (--monitoring_config_file).
 
-Names, labels and bucket limits are TF Serving's (servables/tensorflow/util.cc,
-batching/batching_session.cc), and so is the page (util/prometheus_exporter.cc): a
-`# TYPE` line per metric, "/" in the name turned into ":", cumulative histogram
-buckets whose last limit is "+Inf", values as C++ prints them. So a dashboard or
-alert written for TF Serving reads the stand-in unchanged. Metrics is one server's
-(request_count, request_latency, batching_session:*); PROCESS holds the TensorFlow
-metrics that are process-wide in TF's own registry (loads, graph runs, runtime
-latency, example counts, warm-up). docs/serving.md lists them all.
+Names, labels, bucket limits and the page are TF Serving's (servables/tensorflow/util.cc,
+batching_session.cc, util/prometheus_exporter.cc), so a dashboard written for TF Serving
+reads the stand-in. Metrics: one server's; PROCESS: what TF's registry holds
+process-wide. docs/serving.md lists them all.
 
     curl http://127.0.0.1:8501/monitoring/prometheus/metrics
 """
@@ -203,9 +199,8 @@ class Metrics(Registry):
 
 
 def int64_value(metrics, name):
-    """The value ModelService's ReloadConfigResponse reads for a metric name: the integer of
-    its first point (cells in label order); 0 for a histogram, an empty or an unknown metric.
-    metrics: a server's Metrics or None (TF's own only)."""
+    """ReloadConfigResponse's value of a metric (in a server's Metrics, or None, or PROCESS):
+    its first point's integer (label order); 0 for a histogram, an empty or unknown one."""
     for registry in [PROCESS] + ([metrics] if metrics is not None else []):
         with registry.lock:
             metric = registry.by_name.get(name)
@@ -217,9 +212,8 @@ def int64_value(metrics, name):
 
 @contextlib.contextmanager
 def track(metrics, model_name, api, entrypoint):
-    """Records the request the with-block serves: its status (the canonical code's name of
-    the ServingError it raised, OK, or UNKNOWN for anything else) and its latency. The block
-    may set model_name and api on the record it gets (REST learns them from the URL)."""
+    """Records the with-block's request: its status (OK, a ServingError's code name, else
+    UNKNOWN) and latency; the block may set model_name and api on the record it gets."""
     record = types.SimpleNamespace(model_name=model_name, api=api)
     start, status = time.perf_counter(), "UNKNOWN"
     try:

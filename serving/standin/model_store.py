@@ -1,15 +1,11 @@
 """One model of the stand-in server: the registry of its served versions, and their statuses.
 
-A refresh (the server polls every --file_system_poll_wait_seconds) lists the complete
-versions (common/export_versions.py), lets the policy choose (version_policy.py),
-loads each wanted version that is new with its warmup (served_version.py), then swaps
-the set in; requests in flight keep the version they started with. Loaded versions are
-immutable, so concurrent requests need no lock. A version that fails to load is
-skipped (for `latest`, the next highest serves instead) and retried when its files
-change (a copy that lands saved_model.pb before variables/ fails once, then loads).
-When a served version is deleted, the policy picks again from what remains.
-Model status lists every version seen, as TF Serving's GetModelStatus does: served
-ones AVAILABLE, replaced or deleted ones END, failed loads END with their error.
+refresh() (every --file_system_poll_wait_seconds) lists the complete versions, lets the
+policy choose, loads each new wanted one with its warmup, then swaps the set in: requests
+in flight keep their version, and loaded versions are immutable, so requests need no
+lock. A failed load is skipped (for `latest` the next highest serves) and retried when
+its files change. GetModelStatus lists every version seen: served ones AVAILABLE,
+replaced, deleted and failed ones END (a failed one with its error).
 
     .venv/bin/python -c "from serving.standin import model_store as m; s = m.ModelStore('m', 'OUT/export/image_classifier'); print(s.refresh().version)"
 """
@@ -73,10 +69,8 @@ class ModelStore:
         self._is_retired = False  # left the config: never loads again (a new store would)
 
     def refresh(self):
-        """Serves what the policy wants of the loadable versions present; returns the highest
-        served ServedVersion (or None). New versions load before the old ones go, so requests
-        never see a gap; a deleted version is never served. A retired store serves nothing:
-        the poller may still hold it from before the config dropped its model."""
+        """The highest served ServedVersion (or None) once the policy's choice of the loadable
+        versions present serves; a retired store (the poller may still hold it) serves nothing."""
         with self._refresh_lock:
             if self._is_retired:
                 return None

@@ -1,16 +1,9 @@
 """TF Serving's REST handler (http_rest_api_handler.cc): one route table, one process_* per verb.
 
-No sockets here (serving/standin/rest_server.py owns HTTP). process_request routes a
-request by TF Serving's own patterns (model_servers/http_rest_api_util.cc):
-case-insensitive, /versions/N or /labels/L, POST for :predict/:classify/:regress,
-GET for status and /metadata; anything else under /v1/ is 400 "Malformed request".
-Each verb's process_* parses the body, asks the ServerCore (the one gRPC uses too)
-and returns the JSON-able answer. Formats follow TF
-Serving's api_rest documentation: row ("instances" -> "predictions") and columnar
-("inputs" -> "outputs") requests, {"b64": ...} for binary strings, :classify and
-:regress ({"context", "examples"} -> {"results"}), and the GetModelStatus /
-GetModelMetadata responses as proto JSON. Values in follow json_tensors.py
-(json_examples.py for classify/regress bodies); answers are written by json_writer.py.
+No sockets here (rest_server.py owns HTTP). route() matches TF Serving's patterns
+(http_rest_api_util.cc); each process_* parses the body, asks the ServerCore (gRPC's too)
+and returns the JSON-able answer in TF Serving's api_rest formats. Values in:
+json_tensors.py and json_examples.py; answers written by json_writer.py.
 
     .venv/bin/python -c "from serving.standin import rest_routes as r; print(r.route('GET', '/v1/models/m/metadata'))"
 """
@@ -107,12 +100,8 @@ def parse_json_object(body):
 
 
 def check_json_depth(body):
-    """Refuses JSON nested deeper than MAX_JSON_DEPTH before it is parsed.
-
-    Strings are cut out (one regex), then brackets are counted with numpy: C speed
-    for a 15 MB body. Python's parser would recurse ~1,000 levels and then fail with
-    RecursionError, an HTTP 500.
-    """
+    """Refuses JSON nested deeper than MAX_JSON_DEPTH before Python's parser recurses into it
+    (RecursionError, an HTTP 500): strings cut out, then brackets counted with numpy."""
     if body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH:
         return  # the common case: too few brackets to nest that deep
     skeleton = _JSON_STRING.sub(b"", body)
@@ -220,8 +209,6 @@ def process_regress(core, route, body):
 
 def format_classification(result):
     """{"results": [[[label, score], ...] per example]} (MakeJsonFromClassificationResult)."""
-    if not result.classifications:
-        raise errors.InvalidArgument("Cannot convert empty ClassificationResults to JSON")
     scores = json_writer.format_floats(np.array(
         [c.score for item in result.classifications for c in item.classes], np.float32))
     rows, index = [], 0
@@ -236,8 +223,6 @@ def format_classification(result):
 
 def format_regression(result):
     """{"results": [value per example]} (MakeJsonFromRegressionResult)."""
-    if not result.regressions:
-        raise errors.InvalidArgument("Cannot convert empty RegressionResults to JSON")
     values = json_writer.format_floats(np.array([r.value for r in result.regressions], np.float32))
     return {"results": [json_writer.RawJson(v) for v in values]}
 
@@ -269,5 +254,3 @@ PROCESSORS = {"status": process_status, "metadata": process_metadata,
               "predict": process_predict, "classify": process_classify,
               "regress": process_regress}
 encode_json = json_writer.encode_json
-
-

@@ -1,21 +1,11 @@
 """The stand-in's REST transport (TF Serving's http_server.cc): a thread per connection.
 
-Each connection's thread reads its requests from the socket's stream
-(serving/standin/http_wire.py parses them) and answers them one at a time, in
-order (pipelined requests wait): a request under /v1/ goes to handle_request,
-which counts it in the metrics and has serving/standin/rest_routes.py (TF
-Serving's REST handler) route and answer it; the metrics page and other paths are
-answered here. A request waiting for its batch holds up only its own connection.
-
-As TF Serving reads it, the whole body is read before the request is routed, so an
-error answer never leaves unread bytes behind; over max_request_bytes it is refused
-with 413 (Content-Length: before a byte is read), then drained, bounded in bytes and
-time. HTTP/1.1 connections stay open; an HTTP/1.0 request gets an HTTP/1.0 answer that
-says "Connection: keep-alive" when it asked for that (as `ab -k` does) and closes
-otherwise. As under TF Serving's libevent: OPTIONS, HEAD, PUT, DELETE and PATCH reach
-the REST handler (HEAD answered with headers only), other methods get libevent's 501
-HTML page, and a request line that does not parse (the bytes after a body shorter than
-its Content-Length, say) libevent's 400 page, the connection then closed.
+Each connection's thread reads its requests (http_wire.py parses them) and answers them
+one at a time, in order: a request under /v1/ is counted in the metrics and answered by
+rest_routes.py (TF Serving's REST handler), the metrics page and other paths here. As
+in TF Serving, the whole body is read before the request is routed; a body over
+max_request_bytes gets 413 and is drained, bounded in bytes and time. Methods,
+keep-alive and libevent's error pages as TF Serving's: docs/serving.md.
 
     .venv/bin/python -m serving.standin.server --model_base_path OUT/export/image_classifier
 """
@@ -41,12 +31,8 @@ LOG = logging.getLogger()  # the root logger: REST errors stand among the server
 
 
 def handle_request(server, method, path, body):
-    """(HTTP status, JSON-able body) for one request under /v1/ whose body has been read.
-
-    Each one is counted in request_count by its model name ("" when the URL names none) and
-    status, GETs and malformed URLs included, and an OK one's latency is recorded under its
-    verb (predict, classify, regress; "" for a GET), as TF Serving's REST dispatcher
-    (model_servers/http_server.cc) records them."""
+    """(HTTP status, JSON-able body) for one request under /v1/, counted as TF Serving's REST
+    dispatcher counts it: every one by model name and status, an OK one's latency by verb."""
     with metrics_lib.track(server.metrics, "", "", "REST") as record:
         route = rest_routes.route(method, path)
         record.model_name = route.model_name
@@ -154,8 +140,7 @@ class RestConnection(socketserver.StreamRequestHandler):
         return json_answer(head, status, answer)
 
     def refuse(self, event):
-        """An answer before routing (413, a malformed body or head), then the refused body's
-        bytes read and dropped, if it has some, before the connection closes."""
+        """An answer before routing (413, a malformed head or body), then its body dropped."""
         head = event.head or http_wire.RequestHead("GET", "", "HTTP/1.1", {}, True)
         if event.error is None:  # libevent's own page: the request never reached the handler
             data = answer_bytes(head, event.status, http_wire.libevent_error_page(event.status),
@@ -201,8 +186,7 @@ class RestServer(socketserver.ThreadingTCPServer):
         super().process_request(request, client_address)
 
     def accept_pending(self):
-        """Connections clients made before stop() that the accept loop had not taken yet:
-        taken now, so that a request sent before stop() is answered (as TF Serving does)."""
+        """Takes connections made before stop() that the accept loop had not taken yet."""
         with selectors.DefaultSelector() as selector:
             selector.register(self.socket, selectors.EVENT_READ)
             while selector.select(timeout=0):

@@ -1,10 +1,9 @@
 """One loaded SavedModel version of the stand-in: its signatures, called from many threads.
 
-Loading reads the `serve` meta graph's SignatureDefs (without the init op, as TF Serving
-hides it), loads the SavedModel, and replays the export's warmup requests before the
-version serves. Each request's inputs are checked in TF Serving's words first
-(signature_inputs.py); a graph error on an input becomes InvalidArgument with TF's own
-message and the failing node.
+Loading reads the `serve` meta graph's SignatureDefs (TF Serving hides the init op too)
+and the SavedModel, then replays the export's warmup requests. A request's inputs are
+checked in TF Serving's words (signature_inputs.py); a graph error becomes
+InvalidArgument with TF's message and the failing node.
 
     .venv/bin/python -c "from serving.standin import served_version as s; v = s.ServedVersion('m', 1, 'OUT/export/image_classifier/1'); print(sorted(v.signature_defs))"
 """
@@ -50,12 +49,13 @@ def read_signature_defs(export_dir):
     raise ValueError(f"{export_dir} has no meta graph tagged 'serve'")
 
 
-def summarize_op_error(op_error):
-    """TF's own message without the execution preamble and node trace, plus the failing node.
+def rest_signature_not_found(name):
+    return errors.InvalidArgument(f'Serving signature name: "{name}" not found in signature def')
 
-    A graph error reads "Graph execution error: ... Detected at node X ... <message>
-    [[{{node X}}]] [Op:...]"; the line before the [[node]] marker is the message.
-    """
+
+def summarize_op_error(op_error):
+    """TF's own message (the line before the "[[{{node X}}]]" marker of a graph error),
+    without the execution preamble and node trace, plus the failing node."""
     lines = op_error.message.splitlines()
     marker = next((i for i, line in enumerate(lines) if "[[{{node" in line), len(lines))
     before = [line.strip() for line in lines[:marker] if line.strip()]
@@ -65,10 +65,8 @@ def summarize_op_error(op_error):
 
 
 class ServedVersion:
-    """One loaded SavedModel version; safe to call from many threads at once.
-
-    With a scheduler (--enable_batching) predict() runs inside merged batches.
-    """
+    """One loaded SavedModel version; safe to call from many threads at once. With a scheduler
+    (--enable_batching) predict() runs inside merged batches."""
 
     def __init__(self, model_name, version, export_dir, scheduler=None):
         self.model_name = model_name
@@ -86,30 +84,25 @@ class ServedVersion:
             metrics.PROCESS.record_load(export_dir, is_loaded, time.perf_counter() - start)
 
     def __del__(self):
-        # The version is unloaded and its last request answered. Its SavedModel's restored
-        # objects and functions reference each other, so their graphs and variables are freed
-        # only by a full collection, which the allocation-driven one seldom runs in a process
-        # holding TF's many long-lived objects: collect_released() runs it.
+        # Unloaded and answered: its graphs and variables reference each other, so only a full
+        # collection frees them, which collect_released() runs.
         _Released.is_pending = True
 
     def signature_def_map(self):
         """The SignatureDefMap GetModelMetadata answers with (REST and gRPC)."""
         return get_model_metadata_pb2.SignatureDefMap(signature_def=self.signature_defs)
 
-    def resolve_signature(self, signature_name):
-        """The SignatureDef to run; "" means serving_default, as in TF Serving (REST's words)."""
+    def resolve_signature(self, signature_name, not_found=None):
+        """(name, SignatureDef) to run; "" means serving_default, as in TF Serving. not_found(name)
+        is the error for a name the model lacks: each API words it its own way (REST's here)."""
         name = signature_name or signature.SIGNATURE_DEFAULT
         if name not in self.signature_defs:
-            raise errors.InvalidArgument(
-                f'Serving signature name: "{name}" not found in signature def')
+            raise (not_found or rest_signature_not_found)(name)
         return name, self.signature_defs[name]
 
     def predict(self, signature_name, inputs, api="Predict"):
-        """Runs a signature on {input name: array-like}; returns {output name: numpy array}.
-
-        api ("Predict", "Classify", "Regress") labels the model call's runtime_latency. With
-        batching it waits for its merged batch.
-        """
+        """{output name: numpy array} of a signature run on {input name: array-like}; api
+        ("Predict", "Classify", "Regress") labels its runtime_latency."""
         name, arrays = self.checked_inputs(signature_name, inputs)
         start = time.perf_counter()
         if self.scheduler is None:
@@ -142,9 +135,8 @@ class ServedVersion:
 
 
 def collect_released():
-    """A full garbage collection when a ServedVersion was freed since the last call; the
-    seconds it took, or None. Without it an unloaded version's graphs and variables stay
-    (tests/serving/standin/test_version_swap_memory.py measures the RSS over 40 swaps)."""
+    """The seconds of a full garbage collection, run when a ServedVersion was freed since the
+    last call (else None): without it an unloaded version's memory stays."""
     if not _Released.is_pending:
         return None
     _Released.is_pending = False
@@ -154,9 +146,8 @@ def collect_released():
 
 
 def warm_up(served):
-    """Replays the export's warmup requests (as TF Serving does) before the version serves;
-    a warm-up that reaches the file's end is timed in model_warmup_latency, as TF Serving's
-    RunSavedModelWarmup times it (from before the file is read)."""
+    """Replays the export's warmup requests before the version serves, timed (when the file's
+    end is reached) in model_warmup_latency from before the file is read, as TF Serving."""
     start = time.perf_counter()
     if not tf.io.gfile.exists(os.path.join(served.export_dir, signature.WARMUP_FILE)):
         return 0  # no file: no warm-up and no metric, as in TF Serving

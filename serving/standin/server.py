@@ -1,22 +1,14 @@
 """DEVELOPMENT STAND-IN for TF Serving: serves export directories over REST and gRPC.
 
 Use real TF Serving (`python -m serving.launch` picks it when Docker or
-`tensorflow_model_server` is available); this is for machines with neither.
-It takes TF Serving's flags and config files: one model (--model_name,
---model_base_path) or a --model_config_file (several models, version policies,
-version labels; re-read every --model_config_file_poll_wait_seconds), server-side
-batching (--enable_batching, --batching_parameters_file) and Prometheus metrics
-(--monitoring_config_file). It answers TF Serving's REST API and gRPC
-PredictionService/ModelService with TF Serving's status codes. A bad flag, config
-file or busy port is one "error:" line and exit code 2; --help and a mistyped flag
-answer before TensorFlow loads. README.md ("Serving on CPU") lists what it does not
-do; it is not a replacement.
+`tensorflow_model_server` is available); this is for machines with neither. It takes
+TF Serving's flags and config files and answers its REST API and gRPC services with
+its codes and words; docs/serving.md lists what it implements and where it differs.
+A bad flag, config file or busy port is one "error:" line and exit code 2; --help and
+a mistyped flag answer before TensorFlow loads.
 
     .venv/bin/python -m serving.standin.server --model_name image_classifier \
         --model_base_path OUT/export/image_classifier --rest_api_port 8501 --port 8500
-    .venv/bin/python -m serving.standin.server --model_config_file models.config \
-        --enable_batching --batching_parameters_file batching.txt \
-        --monitoring_config_file monitoring.txt
 """
 import argparse
 import dataclasses
@@ -243,8 +235,7 @@ def main(argv=None):
     console.quiet_libraries()  # TensorFlow's C++ start-up lines and Google's notices
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("serving").setLevel(logging.INFO)  # version loads; TF's own INFO stays off
-    # SIGTERM before the server starts: a client served at once may stop it at once (the
-    # demo does), and that stop must still be graceful and come after the start-up line.
+    # SIGTERM before the server starts: a client served at once may stop it at once (the demo).
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:

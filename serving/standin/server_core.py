@@ -1,14 +1,9 @@
 """The stand-in's models by name: TF Serving's ServerCore for a ModelServerConfig.
 
-Every server runs from a ModelServerConfig, TF Serving's config proto: one built
-from --model_name/--model_base_path, or the --model_config_file (several models,
-version policies, version labels). A request names a model and either nothing
-(the highest served version), a version, or a version label; get() resolves it
-with TF Serving's errors and words. Labels follow TF Serving's rule: a label may
-only point at a version that is AVAILABLE when the config is applied, unless
---allow_version_labels_for_unavailable_models is set (then also a new label, or an
-unchanged one, may point at a version still loading). At start-up no version is
-loaded yet, so without the flag every label is refused, as TF Serving refuses it.
+A config (from --model_name/--model_base_path, or --model_config_file) is applied whole;
+get() resolves a request's model and version or label with TF Serving's errors. A label
+may name only an AVAILABLE version unless --allow_version_labels_for_unavailable_models
+is set, so at start-up, without the flag, every label is refused, as TF Serving refuses it.
 
     .venv/bin/python -m serving.standin.server --model_config_file models.config \
         --allow_version_labels_for_unavailable_models=true
@@ -37,11 +32,8 @@ class ServerCore:
         self._threads = []
 
     def apply_config(self, config):
-        """Serves config's models (loading new versions now) and then its labels.
-
-        Raises ConfigFileError, with nothing changed, when a base path is relative (TF
-        Serving's words; --model_base_path too) or a label is not allowed.
-        """
+        """Serves config's models (loading new versions now), then its labels; ConfigFileError,
+        nothing changed, for a relative base path or a label not allowed."""
         config_files.check_base_paths(config)
         with self._config_lock:
             labels = self._check_labels(config)
@@ -67,8 +59,7 @@ class ServerCore:
         return store
 
     def _check_labels(self, config):
-        """{model: {label: version}} of config; ConfigFileError in TF Serving's words for a
-        label on a version that is not AVAILABLE (unless the flag allows it)."""
+        """{model: {label: version}} of config; ConfigFileError for a label not allowed."""
         labels = {}
         for model in config.model_config_list.config:
             store = self._stores.get(model.name)
@@ -107,9 +98,8 @@ class ServerCore:
         return sorted(self._stores)
 
     def refresh(self):
-        """Re-scans every model's base path; returns {model name: highest served or None}.
-        Versions unloaded by now (this or an earlier refresh, a config change) are freed
-        whole: served_version.collect_released()."""
+        """{model name: highest served or None} after every base path is re-scanned; versions
+        unloaded by now are freed whole (served_version.collect_released)."""
         served = {name: store.refresh() for name, store in self._stores.items()}
         seconds = served_version.collect_released()
         if seconds is not None:
@@ -117,8 +107,7 @@ class ServerCore:
         return served
 
     def start_polling(self, poll_seconds, config_file=None, config_poll_seconds=0):
-        """Daemon threads: base paths every poll_seconds, the config file every
-        config_poll_seconds (TF Serving's default 0: never re-read)."""
+        """Daemon threads polling base paths and (config_poll_seconds > 0) the config file."""
         self._start_thread("model-poller", poll_seconds, self.refresh)
         if config_file and config_poll_seconds > 0:
             self._start_thread("config-poller", config_poll_seconds,

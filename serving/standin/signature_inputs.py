@@ -1,7 +1,6 @@
 """A request's inputs checked against a signature as TF Serving checks them, then made arrays.
 
-The names first (count, then each alias, in predict_util.cc's words), then each value's
-dtype and rank (one batch size for all only with batching, as in TF Serving); a value
+The names first (predict_util.cc's words), then each value's dtype and rank: a value
 that cannot become the input's tensor is refused here, so a merged batch never meets one.
 
     .venv/bin/python -c "import tensorflow as tf; from serving.standin import signature_inputs as s; print(s.convert_inputs('serving_default', {'x': (tf.float32, tf.TensorShape([None]))}, {'x': [1, 2]}))"
@@ -45,9 +44,8 @@ def check_shape(name, shape, expected):
 
 
 def to_array(name, value, dtype):
-    """A numpy array of the input's dtype: strings as an object array of bytes or str (numpy's
-    fixed-width bytes would drop trailing NUL bytes), anything else refused here, so a
-    merged batch never meets a value that cannot become a tensor."""
+    """A numpy array of the input's dtype; strings as an object array of bytes or str (numpy's
+    fixed-width bytes would drop trailing NUL bytes)."""
     try:
         if dtype != tf.string:
             return np.asarray(value, dtype=dtype.as_numpy_dtype)
@@ -61,13 +59,8 @@ def to_array(name, value, dtype):
 
 
 def convert_inputs(signature_name, specs, inputs):
-    """{input name: numpy array} with each input's dtype and rank.
-
-    specs: {input name: (tf.DType, tf.TensorShape)}; input names checked beforehand. The
-    inputs' batch sizes may differ, as in TF Serving: a columnar request is not checked
-    (json_tensor.cc's FillTensorMapFromInputsMap) and the graph gets what was sent; only
-    batching requires one size (check_batch_sizes).
-    """
+    """{input name: numpy array} with each input's dtype and rank (specs: {name: (tf.DType,
+    tf.TensorShape)}). Batch sizes may differ, as in TF Serving; batching checks them."""
     arrays = {}
     for name, value in inputs.items():
         dtype, shape = specs[name]

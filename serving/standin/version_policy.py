@@ -1,14 +1,10 @@
 """Which versions of a model the stand-in serves, and when a failed one is tried again.
 
-TF Serving's model_version_policy decides which versions are served: `latest`
-(the N highest, default 1: TF Serving's default), `all`, or `specific` versions, out
-of the complete versions present (common/export_versions.py: the one rule for what a
-version is). A version that failed to load is retried only when its files change,
-so a copy in progress fails once per change, not once per poll. A base path that holds
-no version while a folder inside it does (OUT/export instead of
-OUT/export/image_classifier), or one version of it (OUT/export/image_classifier/1500),
-is a mistake to say at once (check_model_base), not a model to wait for. TF Serving
-itself waits there, logging that it finds no version: a deliberate difference.
+select_versions is TF Serving's model_version_policy (`latest` N, default 1; `all`;
+`specific`) over the complete versions present (common/export_versions.py). A version
+that failed to load is retried only when its files change (fingerprint_version).
+check_model_base says at once that a base path is a level off, where TF Serving waits
+(a deliberate difference, docs/serving.md).
 
     .venv/bin/python -c "from serving.standin import version_policy as v; print(v.select_versions(None, [1, 3, 2]))"
 """
@@ -21,8 +17,7 @@ from common.user_errors import UserError
 
 
 class ModelBaseAboveModel(UserError):
-    """--model_base_path names the folder above a model's base (its versions are a level down)
-    or one version inside it (the base is a level up)."""
+    """--model_base_path names the folder above a model's base, or one version inside it."""
 
 
 def select_versions(policy, present):
@@ -37,12 +32,8 @@ def select_versions(policy, present):
 
 
 def fingerprint_version(export_dir):
-    """(path, size, mtime) of every file under a version directory, sorted.
-
-    A failed version is retried only when this changes, so a copy still in progress is
-    retried (and its failure logged) once per change, not once per poll. gfile's mtime
-    has one-second resolution; names and sizes carry most changes.
-    """
+    """(path, size, mtime) of every file under a version directory, sorted: a failed version
+    is retried when it changes, so a copy in progress fails once per change, not per poll."""
     entries = []
     for root, _, names in tf.io.gfile.walk(export_dir):
         for name in names:
@@ -67,9 +58,8 @@ def model_bases_below(base):
 
 
 def check_model_base(base, flag="--model_base_path"):
-    """ModelBaseAboveModel when a local base holds no version but a sub-folder does, naming
-    it ("did you mean OUT/export/image_classifier?"); a base with versions, a missing base
-    (a model still to come) and gs:// bases pass."""
+    """ModelBaseAboveModel naming the base meant, for a local base that is one version or holds
+    none while a sub-folder does; versions, a missing base and gs:// pass."""
     if export_versions.is_url(base) or export_versions.list_versions(base):
         return
     if os.path.isfile(os.path.join(base, export_versions.SAVED_MODEL_FILE)):

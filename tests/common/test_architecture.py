@@ -188,3 +188,16 @@ def test_readme_layout_lists_every_module_and_no_stale_one():
                    and not list(ROOT.glob(f"*/{name}")) and not (ROOT / name).exists())
     assert not missing, f"README Layout does not list: {missing}"
     assert not stale, f"README Layout lists files that do not exist: {stale}"
+
+
+STANDIN_MAX_LINES = 3500  # issue 34: a development server furnished for fidelity, not for speed
+
+
+def test_the_standin_stays_furnished_for_its_purpose():
+    lines = {path.name: len(path.read_text().splitlines())
+             for path in (ROOT / "serving" / "standin").glob("*.py")}
+    largest = sorted(lines, key=lines.get, reverse=True)[:3]
+    assert sum(lines.values()) <= STANDIN_MAX_LINES, (
+        f"serving/standin/ has {sum(lines.values())} lines, over {STANDIN_MAX_LINES}; largest: "
+        f"{', '.join(f'{name} {lines[name]}' for name in largest)}. Merge or drop what TF "
+        "Serving's fidelity does not need (docs/serving.md lists it) before adding more")
