@@ -125,6 +125,12 @@ def regression_result(outputs, num_examples, result):
     return result
 
 
+# method -> (the API label of its model call, the function filling its result, the
+# InferenceResult field MultiInference fills)
+RESULTS = {CLASSIFY: ("Classify", classification_result, "classification_result"),
+           REGRESS: ("Regress", regression_result, "regression_result")}
+
+
 def set_model_spec(spec, served, signature_name):
     """MakeModelSpec: the name, the version served and the signature ("" -> serving_default)."""
     spec.name = served.model_name
@@ -190,9 +196,3 @@ def multi_inference(served, request):
         fill_result(outputs, len(examples), getattr(result, field))
         set_model_spec(result.model_spec, served, task.model_spec.signature_name)
     return response
-
-
-# method -> (the API label of its model call, the function filling its result, the
-# InferenceResult field MultiInference fills)
-RESULTS = {CLASSIFY: ("Classify", classification_result, "classification_result"),
-           REGRESS: ("Regress", regression_result, "regression_result")}

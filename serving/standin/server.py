@@ -235,7 +235,8 @@ def main(argv=None):
     console.quiet_libraries()  # TensorFlow's C++ start-up lines and Google's notices
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("serving").setLevel(logging.INFO)  # version loads; TF's own INFO stays off
-    # SIGTERM before the server starts: a client served at once may stop it at once (the demo).
+    # SIGTERM before the server starts: a client served at once may stop it at once (the demo
+    # does), and that stop must still be graceful and come after the start-up line.
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
