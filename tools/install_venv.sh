@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build a venv from a lock file with no dependency resolution.
-#   bash tools/install_venv.sh                   # .venv from requirements.lock (uv when on PATH, else pip)
+#   bash tools/install_venv.sh                   # .venv from requirements.lock with uv (see UV below)
 #   VENV=.venv-keras LOCK=requirements-keras.lock VENV_ENV=TF_USE_LEGACY_KERAS=1 \
 #       bash tools/install_venv.sh               # the second environment (make venv-keras)
 #   INSTALLER=pip bash tools/install_venv.sh
@@ -9,6 +9,9 @@
 # byte, nothing is done. Otherwise the new venv is built in a temporary sibling directory
 # and renamed into place only once its install has succeeded, so a failed or interrupted
 # install never touches a working VENV; only that temporary directory is deleted.
+# UV: uv on PATH when there is one; else .venv-uv/bin/uv, installed once by pip from
+# requirements-uv.lock (pinned with its hashes); if that install fails, pip builds the venv
+# (minutes instead of seconds) and says so. INSTALLER=pip forces pip.
 # VENV_ENV: NAME=VALUE pairs (space-separated) that every Python of the venv starts with
 # (a .pth file; os.environ.setdefault, so a value set by the caller wins).
 set -euo pipefail
@@ -17,7 +20,8 @@ PYTHON=${PYTHON:-python3.11}
 VENV=${VENV:-.venv}
 LOCK=${LOCK:-requirements.lock}
 VENV_ENV=${VENV_ENV:-}
-INSTALLER=${INSTALLER:-$(command -v uv >/dev/null 2>&1 && echo uv || echo pip)}
+UV_VENV=${UV_VENV:-.venv-uv}
+UV_LOCK=requirements-uv.lock
 
 if [ ! -f "$LOCK" ]; then
   echo "install: error: lock file $LOCK not found" >&2
@@ -29,13 +33,37 @@ if [ -f "$VENV/.installed" ] && cmp -s "$LOCK" "$VENV/.installed"; then
   exit 0
 fi
 
+# Prints the uv to use, installing it into UV_VENV from UV_LOCK when needed; nothing when
+# neither works (then pip builds the venv).
+find_uv() {
+  if command -v uv >/dev/null 2>&1; then command -v uv; return; fi
+  if [ -f "$UV_VENV/.installed" ] && cmp -s "$UV_LOCK" "$UV_VENV/.installed"; then
+    echo "$UV_VENV/bin/uv"; return
+  fi
+  rm -rf "$UV_VENV"
+  if "$PYTHON" -m venv "$UV_VENV" >&2 && "$UV_VENV/bin/pip" install -q --disable-pip-version-check \
+      --no-deps --require-hashes -r "$UV_LOCK" >&2 && "$UV_VENV/bin/uv" --version >/dev/null; then
+    cp "$UV_LOCK" "$UV_VENV/.installed"
+    echo "$UV_VENV/bin/uv"
+  else
+    rm -rf "$UV_VENV"
+    echo "install: could not install uv from $UV_LOCK; pip builds $VENV instead (minutes, not seconds)" >&2
+  fi
+}
+if [ -z "${INSTALLER:-}" ]; then
+  UV=$(find_uv)
+  INSTALLER=$([ -n "$UV" ] && echo uv || echo pip)
+else
+  UV=$(command -v uv || true)
+fi
+
 final=$(cd "$(dirname "$VENV")" && pwd)/$(basename "$VENV")
 build=$(mktemp -d "$final.building.XXXXXX")
 trap 'rm -rf "$build"' EXIT  # the temporary build only: never $VENV
 echo "install: building $VENV from $LOCK with $PYTHON using $INSTALLER (in $build)" >&2
 if [ "$INSTALLER" = uv ]; then
-  uv venv -q --allow-existing "$build" --python "$PYTHON"
-  uv pip sync -q --python "$build/bin/python" --require-hashes "$LOCK"
+  "$UV" venv -q --allow-existing "$build" --python "$PYTHON"
+  "$UV" pip sync -q --python "$build/bin/python" --require-hashes "$LOCK"
 else
   "$PYTHON" -m venv "$build"
   "$build/bin/pip" install -q --disable-pip-version-check --no-deps --require-hashes -r "$LOCK"
