@@ -19,35 +19,17 @@ import os
 import sys
 
 import tensorflow as tf
-import yaml
 
 from common import gcs_probe
 from trainer.cloud import hptuning
 from trainer.data import byo_records, dataset_info
 from trainer.run import params_file
 from trainer.settings import checks, flags, table
-from trainer.settings.checks import ConfigError
+from trainer.settings import config_file as config_file_reader
 
 # The settings that name files a run reads or writes (output_dir and --config are probed first).
 GCS_PATH_SETTINGS = ("train_data_path", "eval_data_path", "warm_start_from", "hub_module",
                      "predict_input", "predict_export_dir", "predict_output_dir")
-
-
-def read_config_file(path):
-    """The settings in a YAML file (a mapping of setting names to values)."""
-    if not tf.io.gfile.exists(path):
-        raise ConfigError(f"--config {path}: no such file")
-    if tf.io.gfile.isdir(path):
-        raise ConfigError(f"--config {path} is a directory: pass a YAML file of settings")
-    with tf.io.gfile.GFile(path) as f:
-        try:
-            values = yaml.safe_load(f) or {}
-        except yaml.YAMLError as err:
-            problem = str(err).replace("\n", " ")
-            raise ConfigError(f"--config {path}: not valid YAML ({problem})") from None
-    if not isinstance(values, dict):
-        raise ConfigError(f"--config {path}: expected a mapping of settings, got {type(values).__name__}")
-    return values
 
 
 def resolve(flag_values, config_file=None):
@@ -64,7 +46,7 @@ def resolve(flag_values, config_file=None):
     if saved:
         saved_file = f"{os.path.join(output_dir, table.PARAMS_FILE)} of an earlier run"
         params, sources = checks.merge(params, sources, saved, saved_file, is_saved_run=True)
-    config_values = read_config_file(config_file) if config_file else {}
+    config_values = config_file_reader.read_config_file(config_file, tf.io.gfile) if config_file else {}
     params, sources = checks.merge(params, sources, config_values, f"--config {config_file}")
     params, sources = checks.merge(params, sources, flag_values, "flags")
     checks.check_params(params, sources)

@@ -23,7 +23,7 @@ VERBOSITY = console.quiet_unless_verbose()  # before TensorFlow loads: it reads 
 
 from common.user_errors import UserError  # noqa: E402
 from trainer.cloud import libtpu_pair  # noqa: E402  (no TensorFlow)
-from trainer.settings import flags  # noqa: E402  (no TensorFlow: --help and typos answer at once)
+from trainer.settings import early_check, flags  # noqa: E402  (no TensorFlow: --help and typos answer at once)
 
 
 def main(argv=None):
@@ -31,6 +31,8 @@ def main(argv=None):
     lock and mode: trainer/run/driver.py) and the closing summary."""
     console.configure_logging(VERBOSITY)
     typed, config_file = flags.parse_flags(sys.argv[1:] if argv is None else argv)
+    # A value the settings' rules refuse on their own answers before TensorFlow loads.
+    console.exit_on_user_error(early_check.check_before_tensorflow, typed, config_file)
     # A TPU build of TensorFlow beside a libtpu it cannot run with aborts the process as it
     # loads: say so first, in one line.
     console.exit_on_user_error(libtpu_pair.check_installed_pair)

@@ -9,24 +9,26 @@ checkpoint or event file.
 """
 import json
 import math
-import os
 import subprocess
 import sys
 
 import pytest
 
+from tests.conftest import write_dataset
 from tests.trainer.conftest import TINY_FLAGS, as_argv
+from tests.user_commands import error_lines, run_trainer, user_env
 from trainer.settings import checks, flags, table
-
-
-def run_trainer(*argv):
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "PYTHONWARNINGS")}
-    return subprocess.run([sys.executable, "-m", "trainer.task", *map(str, argv)],
-                          capture_output=True, text=True, timeout=300, env=env)
 
 
 def files_under(path):
     return sorted(str(p.relative_to(path)) for p in path.rglob("*")) if path.exists() else []
+
+
+@pytest.fixture(scope="module")
+def shared_dataset(tmp_path_factory):
+    """The refusals' dataset (tiny_dataset's sizes), read by every test of the module, written once."""
+    return write_dataset(tmp_path_factory.mktemp("refusals") / "data", {"train": 24, "eval": 11},
+                         size=20)
 
 
 @pytest.mark.parametrize("extra, config_text, expected", [
@@ -50,8 +52,6 @@ def files_under(path):
     (["--train_stepz", "30"], None, "did you mean --train_steps?"),
     ([], "train_stepz: 30\n", "--config {d}/hparams.yaml: 'train_stepz' is not a setting; did you mean "
                               "train_steps?"),
-    (["--train_data_path", "{data}"], None, "train_data_path='{data}' is a directory: did you mean "
-                                            "'{data}/train-*'?"),
     (["--augment", "randaugmnt"], None, "augment='randaugmnt' (flag --augment) must be one of "
                                         "['none', 'randaugment', 'autoaugment']; did you mean randaugment?"),
     (["--augment", "randaugment", "--randaugment_magnitude", "11"], None,
@@ -62,20 +62,35 @@ def files_under(path):
      "mixup_switch_prob=0.3 (flag --mixup_switch_prob) chooses between mixup and CutMix, and needs both "
      "--mixup_alpha and --cutmix_alpha above 0"),
 ])
-def test_a_bad_setting_is_one_line_and_nothing_is_written(tiny_dataset, tmp_path, extra, config_text,
-                                                          expected):
+def test_a_bad_setting_is_one_line_before_tensorflow_loads_and_nothing_is_written(
+        shared_dataset, tmp_path, extra, config_text, expected):
+    """Judged by the settings' rules alone: refused before TensorFlow loads (an import of it
+    would fail here), so a user's typo answers in well under a second."""
+    result, out = refuse(shared_dataset, tmp_path, extra, config_text, without_tensorflow=True)
+    assert expected.format(d=tmp_path) in error_lines(result)[0]
+    assert not out.exists(), files_under(out)
+
+
+def test_a_setting_judged_against_the_data_is_refused_after_tensorflow_loads(shared_dataset, tmp_path):
+    result, out = refuse(shared_dataset, tmp_path, ["--train_data_path", str(shared_dataset)], None)
+    assert f"train_data_path='{shared_dataset}' is a directory: did you mean '{shared_dataset}/train-*'?" in \
+        error_lines(result)[0]
+    assert not out.exists(), files_under(out)
+
+
+def refuse(dataset, tmp_path, extra, config_text, **env):
+    """The trainer's result on tiny flags plus extra (and a --config file of config_text), checked to
+    be one line and exit code 2; (result, output_dir)."""
     out = tmp_path / "out"
-    argv = as_argv(dict(TINY_FLAGS, train_data_path=f"{tiny_dataset}/train-*",
-                        eval_data_path=f"{tiny_dataset}/eval-*", output_dir=out))
+    argv = as_argv(dict(TINY_FLAGS, train_data_path=f"{dataset}/train-*",
+                        eval_data_path=f"{dataset}/eval-*", output_dir=out))
     if config_text is not None:
         (tmp_path / "hparams.yaml").write_text(config_text)
         argv.append(f"--config={tmp_path}/hparams.yaml")
-    result = run_trainer(*argv, *[arg.format(data=tiny_dataset) for arg in extra])
+    result = run_trainer(*argv, *extra, timeout=300, env=user_env(**env))
     assert result.returncode == 2, result.stderr[-2000:]
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, lines
-    assert expected.format(d=tmp_path, data=tiny_dataset) in lines[0]
-    assert not out.exists(), files_under(out)
+    assert len(error_lines(result)) == 1, error_lines(result)
+    return result, out
 
 
 @pytest.mark.parametrize("overrides, expected", [

@@ -8,9 +8,6 @@ Read only here, so loop.py (session config) and cluster.py (roles) agree on it.
 import json
 import os
 
-import tensorflow as tf
-from tensorflow.core.protobuf import rewriter_config_pb2
-
 from common.user_errors import UserError
 
 CHIEF_TYPES = ("chief", "master")  # "master" is the TF 1.x name of the chief
@@ -67,6 +64,8 @@ def make_session_config(tf_config):
     filters = device_filters(tf_config) if is_ps_cluster(tf_config) else None
     if filters is None:
         return None
+    import tensorflow as tf  # here only: hptuning reads TF_CONFIG through this module before TensorFlow loads
+    from tensorflow.core.protobuf import rewriter_config_pb2
     rewrite_options = rewriter_config_pb2.RewriterConfig(
         meta_optimizer_iterations=rewriter_config_pb2.RewriterConfig.ONE)  # TPU RunConfig's default
     return tf.compat.v1.ConfigProto(
