@@ -10,7 +10,7 @@ PY_KERAS := $(VENV_KERAS)/bin/python
 VENV_KERAS_TPU := .venv-keras-tpu
 WORK ?= work/demo
 
-.PHONY: venv venv-keras venv-keras-tpu check-tpu-build test test-keras demo bench bench-quick lock lock-keras lock-keras-tpu clean
+.PHONY: venv venv-keras venv-keras-tpu check-tpu-build test test-fast test-keras demo bench bench-quick lock lock-keras lock-keras-tpu clean
 
 # Rebuilt only when the lock file changes (install_venv.sh: in a temporary directory,
 # renamed into place once the install succeeded).
@@ -46,6 +46,11 @@ PYTEST_WORKERS ?= -n 2 --dist loadfile
 
 test: $(VENV)/.installed
 	$(PY) -m pytest $(PYTEST_WORKERS)
+
+# The inner loop: no child process, no training, nothing slow (pytest.ini's marks; a test that
+# starts a process or trains without its mark fails here, tests/conftest.py). Under 3 minutes.
+test-fast: $(VENV)/.installed
+	TESTS_FAST_ONLY=1 $(PY) -m pytest $(PYTEST_WORKERS) -m "not process and not trains and not slow"
 
 # The tests that run without tensorflow-estimator (tests/keras_env.txt); a test among
 # them that needs the Estimator is skipped there, saying why (tests/conftest.py).

@@ -8,6 +8,7 @@ import io
 import os
 import pathlib
 import socket
+import subprocess
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -81,6 +82,40 @@ def building_from_checkout():
     with open(pathlib.Path(__file__).resolve().parents[1] / "setup.py") as setup_py:
         fcntl.flock(setup_py, fcntl.LOCK_EX)  # released when the file is closed
         yield
+
+
+FAST_ONLY_ENV = "TESTS_FAST_ONLY"  # set by make test-fast
+RUNNING = []  # the test item being set up, run or torn down
+
+
+def pytest_configure(config):
+    """Under make test-fast, a test (its fixtures included) that starts a child process or runs a
+    trainer mode without the mark that says so fails, naming the mark: the fast suite stays fast
+    because the marks stay true."""
+    if os.environ.get(FAST_ONLY_ENV) != "1":
+        return
+    from trainer.run import driver
+    subprocess.Popen.__init__ = refusing_unless_marked(
+        subprocess.Popen.__init__, "process", "starts a child process")
+    driver.run_mode = refusing_unless_marked(driver.run_mode, "trains", "runs a trainer mode")
+
+
+def refusing_unless_marked(function, mark, what):
+    def guarded(*args, **kwargs):
+        if RUNNING and not RUNNING[-1].get_closest_marker(mark):
+            pytest.fail(f"this test {what}: mark it @pytest.mark.{mark} (make test-fast runs none)",
+                        pytrace=False)
+        return function(*args, **kwargs)
+    return guarded
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    RUNNING.append(item)
+    try:
+        yield
+    finally:
+        RUNNING.pop()
 
 
 @pytest.fixture

@@ -35,3 +35,37 @@ def tiny_argv(tiny_dataset, tmp_path):
 def tiny_params(tiny_argv):
     from trainer import chain
     return chain.parse_params(tiny_argv)
+
+
+@pytest.fixture(scope="session")
+def tiny_run_of(tmp_path_factory):
+    """tiny_run_of(engine="estimator") -> (data, output_dir): a finished TINY_FLAGS run (4 steps on
+    24 train / 11 eval images, 3 classes) of that engine, trained once per session (per xdist
+    worker) in this process. Read only: a test that changes a run takes copy_of_tiny_run."""
+    from tests.conftest import write_dataset
+    from trainer import chain, task
+    runs = {}
+
+    def run_of(engine="estimator"):
+        if engine not in runs:
+            base = tmp_path_factory.mktemp(f"tiny-{engine}")
+            data = write_dataset(base / "data", {"train": 24, "eval": 11}, size=20)
+            argv = as_argv(dict(TINY_FLAGS, train_data_path=f"{data}/train-*", eval_data_path=f"{data}/eval-*",
+                                output_dir=base / "run", engine=engine))
+            task.load_engine(engine)(chain.parse_params(argv))
+            runs[engine] = (data, base / "run")
+        return runs[engine]
+    return run_of
+
+
+@pytest.fixture
+def copy_of_tiny_run(tiny_run_of, tmp_path):
+    """copy_of_tiny_run(engine="estimator") -> (data, tmp_path/"run"): this test's own copy of the
+    session's finished run of that engine, to resume, damage or refuse."""
+    import shutil
+
+    def copy(engine="estimator"):
+        data, out = tiny_run_of(engine)
+        shutil.copytree(out, tmp_path / "run")
+        return data, tmp_path / "run"
+    return copy
