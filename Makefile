@@ -52,10 +52,11 @@ test: $(VENV)/.installed
 test-fast: $(VENV)/.installed
 	TESTS_FAST_ONLY=1 $(PY) -m pytest $(PYTEST_WORKERS) -m "not process and not trains and not slow"
 
-# The tests that run without tensorflow-estimator (tests/keras_env.txt); a test among
-# them that needs the Estimator is skipped there, saying why (tests/conftest.py).
+# The tests whose subject depends on TensorFlow 2.20 or on the Estimator's absence, each with
+# its reason (tests/keras_env.txt); a test among them that needs the Estimator is skipped there,
+# saying why (tests/engines.py).
 test-keras: $(VENV_KERAS)/.installed
-	$(PY_KERAS) -m pytest $(PYTEST_WORKERS) $$(grep -v '^#' tests/keras_env.txt)
+	$(PY_KERAS) -m pytest $(PYTEST_WORKERS) $$(sed -e 's/#.*//' tests/keras_env.txt)
 
 demo: $(VENV)/.installed
 	bash tools/demo.sh $(WORK)

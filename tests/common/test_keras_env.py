@@ -1,8 +1,8 @@
 """The .venv-keras selection (tests/keras_env.txt, run by make test-keras) is real and collects there.
 
-Each listed path exists; the selection covers what must work without tensorflow-estimator
-(common, preprocess, serving, the Keras engine's tests); and no module it collects (nor a
-tests module those import) reaches the Estimator while being imported: an Estimator import
+Each listed path exists and says why it runs there too (what depends on TensorFlow 2.20 or
+the Estimator's absence: the Keras engine, exports across versions, the TPU lock); and no
+module it collects (nor a tests module those import) reaches the Estimator while being imported: an Estimator import
 at module level, or tf.estimator used outside a function, would fail the whole file's
 collection where TensorFlow 2.16+ has no tf.estimator. Tests that need the Estimator import
 it inside the test and carry tests/engines.py's needs_estimator.
@@ -14,14 +14,20 @@ import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SELECTION = ROOT / "tests" / "keras_env.txt"
-REQUIRED = {"tests/common", "tests/preprocess", "tests/serving", "tests/trainer/test_keras_engine.py",
-            "tests/trainer/test_keras_imports.py"}
+REQUIRED = {"tests/common/test_keras_env.py", "tests/trainer/test_keras_engine.py",
+            "tests/trainer/test_keras_imports.py", "tests/cloud/test_tpu_lock.py",
+            "tests/serving/test_cross_version_export.py"}
 ESTIMATOR_MODULES = ("trainer.estimator", "tensorflow_estimator")
 
 
+def selection_lines():
+    """(path, reason) of each entry: `path  # why it runs in .venv-keras too`."""
+    entries = [line.partition("#") for line in SELECTION.read_text().splitlines()]
+    return [(path.strip(), reason.strip()) for path, _, reason in entries if path.strip()]
+
+
 def selected_paths():
-    lines = SELECTION.read_text().splitlines()
-    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    return [path for path, _ in selection_lines()]
 
 
 def collected_files(paths):
@@ -57,7 +63,11 @@ def test_the_selection_lists_existing_paths_and_what_must_run_without_the_estima
     paths = selected_paths()
     assert not [p for p in paths if not (ROOT / p).exists()]
     assert REQUIRED <= set(paths), REQUIRED - set(paths)
-    assert sum(1 for f in collected_files(paths) if f.name.startswith("test_")) >= 50
+    assert len(paths) == len(set(paths))
+
+
+def test_each_entry_says_why_it_runs_in_the_keras_environment_too():
+    assert [path for path, reason in selection_lines() if len(reason.split()) < 3] == []
 
 
 def test_nothing_the_selection_imports_reaches_the_estimator_at_import_time():

@@ -57,7 +57,19 @@ def image(golden):
 @pytest.mark.parametrize("name, index, args", cases(ARGUMENTS))
 def test_each_pixel_op_gives_the_references_pixels(golden, image, name, index, args):
     out = getattr(ops, name)(image, *args).numpy()
-    np.testing.assert_array_equal(out, golden[f"{name}/{index}"])
+    if name == "sharpness":
+        assert_same_but_where_a_float_sum_rounds_otherwise(out, golden[f"{name}/{index}"])
+    else:
+        np.testing.assert_array_equal(out, golden[f"{name}/{index}"])
+
+
+def assert_same_but_where_a_float_sum_rounds_otherwise(out, reference):
+    """sharpness smooths with depthwise_conv2d, whose float sum order is the CPU's kernel's: a
+    smoothed value that is a whole number on one CPU is 213.99998 on another, and truncates to the
+    level below (seen on an AMD EPYC against the golden file: 4 of 1,200 values). Such values may
+    differ by one level, in a few pixels; any other difference is the op's."""
+    diff = np.abs(out.astype(int) - reference.astype(int))
+    assert diff.max() <= 1 and np.count_nonzero(diff) <= out.size // 100, (diff.max(), np.count_nonzero(diff))
 
 
 @pytest.mark.parametrize("name, index, args", cases(GEOMETRIC))
