@@ -22,7 +22,7 @@ from common import console
 VERBOSITY = console.quiet_unless_verbose()  # before TensorFlow loads: it reads the environment once
 
 from common.user_errors import UserError  # noqa: E402
-from trainer.cloud import libtpu_pair  # noqa: E402  (no TensorFlow)
+from trainer.cloud import hptuning, libtpu_pair  # noqa: E402  (no TensorFlow)
 from trainer.settings import early_check, flags  # noqa: E402  (no TensorFlow: --help and typos answer at once)
 
 
@@ -32,7 +32,8 @@ def main(argv=None):
     console.configure_logging(VERBOSITY)
     typed, config_file = flags.parse_flags(sys.argv[1:] if argv is None else argv)
     # A value the settings' rules refuse on their own answers before TensorFlow loads.
-    console.exit_on_user_error(early_check.check_before_tensorflow, typed, config_file)
+    console.exit_on_user_error(early_check.check_before_tensorflow, typed, config_file,
+                               hptuning.trial_output_dir(typed.get("output_dir")))
     # A TPU build of TensorFlow beside a libtpu it cannot run with aborts the process as it
     # loads: say so first, in one line.
     console.exit_on_user_error(libtpu_pair.check_installed_pair)

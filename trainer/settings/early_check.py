@@ -9,7 +9,6 @@ under a local --output_dir. Otherwise (gs://, a resume) it leaves the judgement 
 """
 import os
 
-from trainer.cloud import hptuning
 from trainer.settings import checks, config_file, table
 
 
@@ -17,10 +16,10 @@ def is_remote(path):
     return bool(path) and "://" in str(path)
 
 
-def check_before_tensorflow(flag_values, config_path=None):
+def check_before_tensorflow(flag_values, config_path, output_dir):
     """Raises the chain's ConfigError for a bad typed or --config value, where the chain would see
-    exactly these values (no earlier run's params.json, nothing on gs://); else returns None."""
-    output_dir = hptuning.trial_output_dir(flag_values.get("output_dir"))
+    exactly these values (no earlier run's params.json, nothing on gs://); else returns None.
+    output_dir: the run's, as the chain resolves it (a tuning trial's subdirectory)."""
     if is_remote(output_dir) or is_remote(config_path):
         return
     if output_dir and os.path.exists(os.path.join(output_dir, table.PARAMS_FILE)):
