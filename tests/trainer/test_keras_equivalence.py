@@ -30,16 +30,20 @@ STEP = 7
 TOLERANCE = 1e-6
 
 
-def random_values(variables, seed):
-    """Values for every variable: variances positive, everything else small and random."""
+def random_values(named, seed):
+    """{name: value} for {name: variable}: variances positive, everything else small and random.
+
+    By checkpoint name, not variable.name: a moving average's shadow is an unnamed tf.Variable
+    (trainer/keras/model.py), and only its name NAME + EMA_SUFFIX says it averages a
+    moving_variance. A negative variance makes batch norm's rsqrt NaN, which a ReLU after it
+    propagates on one CPU and turns into 0 on another (oneDNN's fused batch norm + ReLU)."""
     rng = np.random.default_rng(seed)
-    values = []
-    for variable in variables:
-        shape = variable.shape.as_list()
-        value = rng.normal(0.0, 0.3, shape)
-        if "moving_variance" in variable.name:
+    values = {}
+    for name, variable in named.items():
+        value = rng.normal(0.0, 0.3, variable.shape.as_list())
+        if "moving_variance" in name:
             value = np.abs(value) + 0.5
-        values.append(value.astype(variable.dtype.as_numpy_dtype))
+        values[name] = value.astype(variable.dtype.as_numpy_dtype)
     return values
 
 
@@ -48,15 +52,14 @@ def write_both_checkpoints(params, keras_dir, estimator_dir):
     from trainer.keras import engine as keras_engine
     engine = keras_engine.KerasEngine(dict(params, output_dir=keras_dir))
     network = engine.model.network
-    named = {variable_names.variable_name(v): value
-             for v, value in zip(network.variables, random_values(network.variables, seed=1))}
-    for variable in network.variables:
-        variable.assign(named[variable_names.variable_name(variable)])
+    targets = {variable_names.variable_name(v): v for v in network.variables}
+    named = random_values(targets, seed=1)
     if engine.model.averages is not None:
         shadows = engine.model.averages.by_name()
-        for (name, shadow), value in zip(shadows.items(), random_values(shadows.values(), seed=2)):
-            shadow.assign(value)
-            named[name] = value
+        named.update(random_values(shadows, seed=2))
+        targets.update(shadows)
+    for name, variable in targets.items():
+        variable.assign(named[name])
     engine.model.step.assign(STEP)
     keras_prefix = engine.manager.save(checkpoint_number=STEP)
     variables = [tf.Variable(value, name=name) for name, value in named.items()]
@@ -82,6 +85,7 @@ def test_both_engines_report_the_same_metrics_on_the_same_weights(tiny_params, t
         estimator_prefix)
     np.testing.assert_array_equal(by_keras.pop(metrics.CONFUSION_MATRIX_METRIC),
                                   by_estimator.pop(metrics.CONFUSION_MATRIX_METRIC))
+    assert np.isfinite(list(by_keras.values())).all(), by_keras  # valid weights: no NaN to agree on
     assert by_keras["accuracy"] not in (0.0, 1.0)  # the weights make a real mix of hits and misses
     assert set(by_estimator) - {"global_step"} == set(by_keras)
     for name, value in by_keras.items():
@@ -175,8 +179,7 @@ def test_both_engines_take_the_same_training_loss_on_mixed_labels(tiny_params):
     labels = rng.dirichlet(np.ones(classes), 6).astype(np.float32)
     weights = np.array([1, 1, 1, 1, 1, 0], np.float32)
     network = keras_engine.KerasEngine(params).model
-    named = dict(zip([variable_names.variable_name(v) for v in network.network.variables],
-                     random_values(network.network.variables, seed=1)))
+    named = random_values({variable_names.variable_name(v): v for v in network.network.variables}, seed=1)
     for variable in network.network.variables:
         variable.assign(named[variable_names.variable_name(variable)])
     by_keras = network.train_step(({"image": tf.constant(images), "weight": tf.constant(weights)},
