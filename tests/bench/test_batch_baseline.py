@@ -12,6 +12,8 @@ from bench import batch_baseline
 from common import output_lock, prediction_records
 from serving import batch_predict
 
+pytestmark = [pytest.mark.trains]
+
 
 def read_records(pattern):
     return sorted((json.loads(line) for path in glob.glob(pattern) for line in open(path)),

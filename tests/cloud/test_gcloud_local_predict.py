@@ -17,7 +17,8 @@ from tests.cloud.test_gcloud_local_train import GCLOUD, gcloud_env, run_gcloud  
 from tests.serving.test_real_export import predict_in_process
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 
-pytestmark = pytest.mark.skipif(GCLOUD is None, reason="gcloud (Google Cloud SDK) is not installed")
+pytestmark = [pytest.mark.process,
+              pytest.mark.skipif(GCLOUD is None, reason="gcloud (Google Cloud SDK) is not installed")]
 
 
 def test_local_predict_serves_the_keras_export(gcloud_env, tiny_dataset, make_jpeg, tmp_path):  # noqa: F811

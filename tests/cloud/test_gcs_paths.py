@@ -50,9 +50,12 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # local scratch (a temporary directory, as the TFLite converter reads it) and its --checkpoint
 # path is compared with OUT as text after abspath; the run it reads and the models it writes
 # go through tf.io.gfile in trainer/export/tflite*.py, which this test holds.
+# Nor trainer/settings/early_check.py: it runs before TensorFlow loads and only on local paths
+# (a gs:// --output_dir or --config is left to the chain, which reads it through tf.io.gfile).
 NOT_JOB_SOURCES = ("common/image_uris.py", "common/beam_pipeline.py", "trainer/report/page.py",
                    "common/console.py", "common/export_versions.py",
-                   "common/prediction_records.py", "common/output_lock.py", "trainer/export_tflite.py")
+                   "common/prediction_records.py", "common/output_lock.py", "trainer/export_tflite.py",
+                   "trainer/settings/early_check.py")
 # Functions only a command line's main() calls, on files named on that command line.
 CLI_FUNCTIONS = {"main", "read_files"}  # common/warmup.py's read_files: python -m common.warmup
 JOB_SOURCES = [path for path in sorted(ROOT.glob("trainer/**/*.py")) + sorted(ROOT.glob("common/*.py"))
@@ -125,6 +128,7 @@ def copy_tree(source, target):
         tf.io.gfile.copy(os.path.join(source, name), f"{target}/{name}", overwrite=True)
 
 
+@pytest.mark.trains
 def test_every_input_read_from_a_non_local_filesystem(tiny_dataset, tmp_path):
     remote = f"ram://{tmp_path.name}/data"
     copy_tree(tiny_dataset, remote)

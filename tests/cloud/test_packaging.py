@@ -17,6 +17,8 @@ import pytest
 
 from tests.conftest import building_from_checkout
 
+pytestmark = [pytest.mark.process]
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGES = ("common", "trainer", "preprocess", "serving")
 

@@ -111,6 +111,7 @@ def files_by_name(folder):
             if path.name != output_dir.LOCK_FILE}
 
 
+@pytest.mark.process
 def test_preprocessing_through_the_job_service_writes_the_same_files(job_service, labelled_csvs,
                                                                      runners_used, tmp_path):
     local = jpeg_to_tfrecord.run(labelled_csvs + ["--output_dir", str(tmp_path / "local")])
@@ -132,6 +133,7 @@ def read_predictions(prefix):
     return sorted(records, key=lambda record: record["uri"])
 
 
+@pytest.mark.trains
 def test_batch_prediction_through_the_job_service_predicts_the_same(job_service, trained_run,
                                                                     input_csv, runners_used,
                                                                     tmp_path):

@@ -77,6 +77,7 @@ os.write(2, b"I0000 00:00:1.0 port.cc:153] a C++ line at import\\n")
 """
 
 
+@pytest.mark.process
 def test_a_quiet_import_mutes_its_native_lines_and_only_them(tmp_path, repo_root):
     """TensorFlow 2.16+ writes start-up lines to descriptor 2 from C++ (absl before InitializeLog),
     which TF_CPP_MIN_LOG_LEVEL does not reach: its first import runs with the descriptor muted."""
@@ -218,6 +219,7 @@ def test_an_ignored_ctrl_c_stays_ignored(guarded_sigterm):
         signal.signal(signal.SIGINT, previous)
 
 
+@pytest.mark.process
 def test_sigterm_during_preprocessing_is_one_line_and_exit_code_143(tmp_path):
     """The real command (shared exit_on_interrupt), held mid-run by a named pipe as an image."""
     from tests.preprocess.test_output_dir import command, with_fifo, write_csv

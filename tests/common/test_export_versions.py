@@ -40,6 +40,7 @@ def export_base(request, tmp_path):
     return make_gcs(request.getfixturevalue("bucket"))
 
 
+@pytest.mark.process
 def test_versions_are_the_numbered_directories_with_a_saved_model(export_base):
     base, absent = export_base
     assert export_versions.list_versions(base) == [1, 2, 10]
@@ -53,6 +54,7 @@ def test_versions_are_the_numbered_directories_with_a_saved_model(export_base):
         export_versions.require_latest_version(absent)
 
 
+@pytest.mark.process
 def test_resolve_export_dir_takes_a_base_or_a_version(export_base):
     base, absent = export_base
     assert export_versions.resolve_export_dir(base) == (f"{base}/10", 10)

@@ -15,6 +15,8 @@ import sys
 
 import pytest
 
+pytestmark = [pytest.mark.process]
+
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "tools" / "install_venv.sh"
 BROKEN_LOCK = "no-such-package-tpu-image-classifier==1.0 --hash=sha256:" + "0" * 64 + "\n"
 OLD_LOCK = "# the lock the working venv was built from\n"

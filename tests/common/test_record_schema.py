@@ -75,6 +75,7 @@ def test_hand_encoded_example_equals_tensorflows_own(label, text, size):
     assert ours == expected
 
 
+@pytest.mark.process
 def test_writing_records_does_not_import_tensorflow():
     """Beam workers import the schema and the pipeline; TensorFlow would cost each ~10 s."""
     import subprocess

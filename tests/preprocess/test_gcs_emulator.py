@@ -12,6 +12,8 @@ from preprocess import jpeg_to_tfrecord
 from tests.conftest import encode_image, free_port, pattern_image
 from tests.preprocess.conftest import IN_PROCESS, read_split
 
+pytestmark = [pytest.mark.process]
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

@@ -75,6 +75,7 @@ with multiprocessing.get_context("fork").Pool(1) as pool:
 """
 
 
+@pytest.mark.process
 def test_a_forked_child_starts_its_own_pool():
     """The parent's pool threads do not exist in a fork: reusing the pool would hang.
 

@@ -340,6 +340,7 @@ def read_objects(directory):
 @pytest.mark.parametrize("tensorflow, image", [
     ("2.15.1", "tensorflow/serving:2.15.1"), ("2.20.0", "tensorflow/serving:2.20.0"),
     ("2.16.2", "tensorflow/serving:2.20.0")])
+@pytest.mark.process
 def test_the_image_follows_the_export_s_tensorflow(run_k8s, bucket, tmp_path, tensorflow, image):
     base = upload_export(bucket, "run/export/image_classifier", versions=(100, 2000), tensorflow=tensorflow)
     code, out, err = run_k8s("--model_base_path", base, "--output_dir", str(tmp_path / "k8s"))
@@ -355,6 +356,7 @@ def test_the_image_follows_the_export_s_tensorflow(run_k8s, bucket, tmp_path, te
         kubernetes_schemas.validate(obj, KUBERNETES_VERSIONS[0], strict=True)
 
 
+@pytest.mark.process
 def test_the_kserve_variant_written_by_the_command_validates(run_k8s, bucket, tmp_path):
     base = upload_export(bucket, "run/export/image_classifier", tensorflow="2.20.0")
     code, out, err = run_k8s("--model_base_path", base, "--output_dir", str(tmp_path / "k8s"), "--kserve",
@@ -371,6 +373,7 @@ def test_the_kserve_variant_written_by_the_command_validates(run_k8s, bucket, tm
     assert service["spec"]["predictor"]["serviceAccountName"] == account["metadata"]["name"]
 
 
+@pytest.mark.process
 def test_an_earlier_output_is_replaced_whole(run_k8s, bucket, tmp_path):
     base = upload_export(bucket, "run/export/image_classifier")
     out_dir = tmp_path / "k8s"
@@ -400,6 +403,7 @@ EXPORT_7 = {"run/export/image_classifier/7/saved_model.pb": "2.15.1"}
      "gs://{b}/run/export/image_classifier/7 was written by TensorFlow 2.21.0, newer than the newest "
      "TF Serving image known here (tensorflow/serving:2.20.0, TensorFlow 2.20); pass --docker_image"),
 ])
+@pytest.mark.process
 def test_an_export_that_cannot_be_served_is_one_line_and_nothing_written(
         run_k8s, bucket, tmp_path, layout, flags, expected):
     for path, tensorflow in layout.items():
@@ -413,6 +417,7 @@ def test_an_export_that_cannot_be_served_is_one_line_and_nothing_written(
     assert not (tmp_path / "k8s").exists()
 
 
+@pytest.mark.process
 def test_a_tf_serving_version_older_than_the_export_is_refused(run_k8s, bucket, tmp_path):
     base = upload_export(bucket, "m/export/image_classifier", tensorflow="2.20.0")
     code, _, err = run_k8s("--model_base_path", base, "--output_dir", str(tmp_path / "k8s"),
@@ -486,6 +491,7 @@ def no_credentials_env(tmp_path):
 UNREAD_ARGV = ["--model_base_path", "gs://my-bucket/run/export/image_classifier"]
 
 
+@pytest.mark.process
 def test_an_unreadable_export_without_tf_serving_version_is_one_line(tmp_path):
     """The real command, as a user without credentials runs it: one line naming both fixes."""
     env = {k: v for k, v in os.environ.items()

@@ -23,6 +23,8 @@ from tests.engines import HAS_ESTIMATOR, needs_estimator
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from trainer.export import contract
 
+pytestmark = [pytest.mark.trains]
+
 TOLERANCE = 1e-5
 LABELS = ("cat", "dog", "fish")
 

@@ -45,6 +45,7 @@ def fake_path(tmp_path, monkeypatch):
     ({"docker": 1, "tensorflow_model_server": 0}, "tensorflow_model_server"),
     ({"docker": 0, "tensorflow_model_server": 0}, "docker"),
 ])
+@pytest.mark.process
 def test_launcher_prefers_tf_serving_and_says_which(fake_path, tmp_path, capsys, tools, expected):
     for name, exit_code in tools.items():
         write_fake_tool(fake_path, name, exit_code)
@@ -77,6 +78,7 @@ def test_launcher_rejects_a_missing_directory(tmp_path, capsys):
                      capsys.readouterr().err)
 
 
+@pytest.mark.process
 def test_launcher_takes_the_highest_version_directory_for_its_base(tiny_export_base, capsys):
     base = str(tiny_export_base)
     assert launch.main(["--model_base_path", f"{base}/1", "--dry_run"]) == 0
@@ -112,6 +114,7 @@ def run_in_own_session(argv, timeout, **kwargs):
     return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
 
 
+@pytest.mark.process
 def test_demo_starts_classifies_and_stops_the_standin(tiny_export_base, sample_jpegs, tmp_path):
     """The real entry points in subprocesses: demo -> launch -> serving.standin.server, then SIGTERM."""
     images = []
@@ -193,6 +196,7 @@ def run_demo(tiny_export_base, sample_jpegs, tmp_path, *flags):
         timeout=300)
 
 
+@pytest.mark.process
 def test_demo_refuses_a_typed_port_another_server_holds(tiny_export_base, sample_jpegs, tmp_path):
     port = free_port()
     with foreign_server(port) as foreign:
@@ -226,6 +230,7 @@ def check_demo_classified(result, tmp_path):
     return rest_port, grpc_port
 
 
+@pytest.mark.process
 def test_demo_leaves_tf_servings_ports_to_their_server(tiny_export_base, sample_jpegs, tmp_path):
     """8501 answers as a foreign model would and 8500 is held: the demo serves on free ports."""
     with foreign_server(8501) as foreign, foreign_server(8500):
@@ -234,6 +239,7 @@ def test_demo_leaves_tf_servings_ports_to_their_server(tiny_export_base, sample_
     assert foreign is None or foreign.predict_requests == 0
 
 
+@pytest.mark.process
 def test_two_demos_at_once_do_not_collide(tiny_export_base, sample_jpegs, tmp_path):
     """Two checkouts' `make demo` at the same time: each serves and classifies on its own ports."""
     runs = [tmp_path / "first", tmp_path / "second"]
@@ -282,6 +288,7 @@ def test_demo_rejects_one_port_for_both(tiny_export_base, capsys):
         f"error: --rest_api_port and --port are both {port}; give them different ports\n")
 
 
+@pytest.mark.process
 def test_launcher_refuses_a_port_another_server_holds(tiny_export_base, tmp_path):
     """`python -m serving.launch` on a held gRPC port: one line, exit 2, nothing started."""
     port = free_port()
@@ -305,6 +312,7 @@ def test_launcher_passes_other_flags_to_the_server(tiny_export_base, capsys):
     assert capsys.readouterr().out.rstrip().endswith("--enable_batching --batching_parameters_file b.txt")
 
 
+@pytest.mark.process
 def test_a_server_that_lost_a_picked_port_is_port_lost(tmp_path):
     """The server exited before serving and a port it was given is held now: PortLost."""
     exited = subprocess.Popen([sys.executable, "-c", "pass"])

@@ -63,6 +63,7 @@ def launched(result):
     return written_by, starting.split(": ", 2)[2]
 
 
+@pytest.mark.process
 def test_an_export_written_here_gets_the_image_of_this_tensorflow(tiny_export_base):
     here = tf.__version__
     expected = {"2.15": IMAGE_2_15, "2.20": IMAGE_2_20}[here.rsplit(".", 1)[0]]
@@ -82,6 +83,7 @@ def test_an_export_written_here_gets_the_image_of_this_tensorflow(tiny_export_ba
     ("2.20.0", IMAGE_2_20, ""),
     ("2.20.1-rc0", IMAGE_2_20, ""),
 ])
+@pytest.mark.process
 def test_the_image_is_the_oldest_built_on_the_exports_tensorflow_or_newer(
         tiny_export_base, tmp_path, recorded, image, why):
     written_by, command = launched(run_launch(export_written_by(tmp_path, tiny_export_base, recorded)))
@@ -94,6 +96,7 @@ def test_the_image_is_the_oldest_built_on_the_exports_tensorflow_or_newer(
     ("", "records no TensorFlow version"),
     ("unknown", "records TensorFlow 'unknown', not a version number"),
 ])
+@pytest.mark.process
 def test_an_export_without_a_tensorflow_version_gets_the_oldest_image(tiny_export_base, tmp_path,
                                                                      recorded, says):
     written_by, command = launched(run_launch(export_written_by(tmp_path, tiny_export_base, recorded)))
@@ -103,6 +106,7 @@ def test_an_export_without_a_tensorflow_version_gets_the_oldest_image(tiny_expor
 
 
 @pytest.mark.parametrize("recorded", ["2.21.0", "3.0.0"])
+@pytest.mark.process
 def test_an_export_newer_than_every_image_is_refused_in_one_line(tiny_export_base, tmp_path, recorded):
     base = export_written_by(tmp_path, tiny_export_base, recorded)
     result = run_launch(base)
@@ -116,6 +120,7 @@ def test_an_export_newer_than_every_image_is_refused_in_one_line(tiny_export_bas
         "(.venv-keras, --engine keras)"]
 
 
+@pytest.mark.process
 def test_docker_image_overrides_the_choice(tiny_export_base, tmp_path):
     base = export_written_by(tmp_path, tiny_export_base, "2.21.0")
     written_by, command = launched(run_launch(base, "--docker_image", "example/serving:2.21.0"))
@@ -130,6 +135,7 @@ def test_docker_image_overrides_the_choice(tiny_export_base, tmp_path):
     ("standin", f"; the stand-in runs this environment's TensorFlow {tf.__version__}, older than the "
                 "export's: TensorFlow promises no forward compatibility"),
 ])
+@pytest.mark.process
 def test_the_other_servers_start_on_a_newer_export_with_a_note(tiny_export_base, tmp_path, server, note):
     base = export_written_by(tmp_path, tiny_export_base, "2.21.0")
     written_by, command = launched(run_launch(base, "--server", server))
@@ -149,6 +155,7 @@ def truncated(data):
     (lambda data: b"", "holds no meta graph (0 bytes), so nothing can serve it; export it again"),
 ], ids=["truncated", "text", "png", "empty"])
 @pytest.mark.parametrize("server", ["docker", "standin"])
+@pytest.mark.process
 def test_a_saved_model_pb_that_cannot_be_parsed_is_one_line(tiny_export_base, tmp_path, make_bytes,
                                                             says, server):
     version_dir = tmp_path / "image_classifier" / "1"

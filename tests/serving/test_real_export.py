@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from common import signature
@@ -21,6 +22,8 @@ from serving.standin import server
 from serving.grpc_client import GrpcClient
 from serving.rest_client import RestClient
 from tests.engines import needs_estimator
+
+pytestmark = [pytest.mark.trains]
 
 TOLERANCE = 1e-5  # the bound on probabilities across the four paths
 TINY_HPARAMS = "cnn_filters: [4]\ndense_units: 8\n"

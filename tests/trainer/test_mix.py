@@ -144,6 +144,7 @@ def test_evaluation_ignores_the_augmentation(write_tfrecord_dataset):
 
 
 @pytest.mark.parametrize("engine", [pytest.param("estimator", marks=needs_estimator), "keras"])
+@pytest.mark.trains
 def test_a_run_trains_with_every_augmentation_and_resumes_with_another(tiny_dataset, tmp_path, engine):
     """Through the trainer: mixed soft labels reach the engine's loss and the run finishes; a
     changed augmentation on its checkpoints is not a change of what the run is (the table marks

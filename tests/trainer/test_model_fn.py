@@ -165,6 +165,7 @@ def test_host_call_writes_tensorboard_scalars(tiny_params, tmp_path):
     assert tags == {"loss": (7, 1.5), "learning_rate": (7, 0.25), "train_accuracy": (7, 0.75)}
 
 
+@pytest.mark.trains
 def test_cpu_training_writes_input_images_and_training_accuracy(tiny_argv):
     """Off TPU: TensorBoard gets the first training images ([0, 1], 3 of them) and accuracy."""
     from trainer import chain

@@ -90,6 +90,7 @@ def write_foreign_lease(bucket, out, holder, expires, name=output_lock.LOCK_FILE
     return blob
 
 
+@pytest.mark.process
 def test_the_emulator_enforces_generation_preconditions(bucket):
     from google.api_core import exceptions
     blob = bucket.blob(f"precondition-{uuid.uuid4().hex[:8]}")
@@ -102,6 +103,7 @@ def test_the_emulator_enforces_generation_preconditions(bucket):
     assert bucket.blob(blob.name).download_as_bytes() == b"second"
 
 
+@pytest.mark.process
 def test_a_second_trainer_is_refused_naming_the_holder(bucket, out):
     with output_lock.hold_output_dir(out):
         body = read_body(lock_object(bucket, out))
@@ -116,6 +118,7 @@ def test_a_second_trainer_is_refused_naming_the_holder(bucket, out):
     assert lock_object(bucket, out) is None  # released on leaving the block
 
 
+@pytest.mark.process
 def test_the_trainer_command_refuses_a_held_output_dir(bucket, out, tiny_params, monkeypatch, capsys):
     """task.main -> cluster.run -> loop.run -> driver.run -> the lease: exit 2 and one line naming the holder.
     Only the settings chain and the checkpoint look are skipped: they read gs:// through TF."""
@@ -135,6 +138,7 @@ def test_the_trainer_command_refuses_a_held_output_dir(bucket, out, tiny_params,
     assert read_body(lock_object(bucket, out))["holder"] == holder  # left alone
 
 
+@pytest.mark.process
 def test_an_expired_lease_is_taken_over(bucket, out):
     stale = write_foreign_lease(bucket, out, "pid 1 on preempted-vm since earlier", time.time() - 1)
     with output_lock.hold_output_dir(out):
@@ -144,6 +148,7 @@ def test_an_expired_lease_is_taken_over(bucket, out):
     assert lock_object(bucket, out) is None
 
 
+@pytest.mark.process
 def test_the_heartbeat_renews_the_lease(bucket, out, short_lease):
     with gcs_lease.hold_lease(f"{out}/trainer.lock", "me", on_lost=pytest.fail) as lease:
         first = lock_object(bucket, out)
@@ -157,6 +162,7 @@ def test_the_heartbeat_renews_the_lease(bucket, out, short_lease):
                 pass
 
 
+@pytest.mark.process
 def test_a_lost_lease_is_reported_and_never_released(bucket, out, short_lease):
     """After a stall someone took over: on_lost is told who, and the new holder's object stays."""
     lost = []
@@ -179,6 +185,7 @@ with gcs_lease.hold_lease(sys.argv[1], "the stalled trainer"):
 """
 
 
+@pytest.mark.process
 def test_a_process_that_lost_its_lease_stops_with_one_line(bucket, out):
     proc = subprocess.Popen([sys.executable, "-c", HOLD_FOREVER, f"{out}/trainer.lock"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -195,6 +202,7 @@ def test_a_process_that_lost_its_lease_stops_with_one_line(bucket, out):
         f"stopping so as not to write beside its new holder"]
 
 
+@pytest.mark.process
 def test_recording_results_waits_for_the_holder(bucket, out, short_lease):
     events = []
     held = threading.Event()
@@ -220,6 +228,7 @@ def test_recording_results_waits_for_the_holder(bucket, out, short_lease):
     assert lock_object(bucket, out, evaluations.RESULTS_LOCK_FILE) is None
 
 
+@pytest.mark.process
 def test_recording_results_takes_over_an_expired_holder(bucket, out, short_lease):
     write_foreign_lease(bucket, out, "a killed evaluator", time.time() - 1, evaluations.RESULTS_LOCK_FILE)
 
@@ -230,6 +239,7 @@ def test_recording_results_takes_over_an_expired_holder(bucket, out, short_lease
     assert in_thread(record, timeout=10).startswith(HOLDER)
 
 
+@pytest.mark.process
 def test_a_missing_bucket_is_one_config_error(gcs_bucket):
     with pytest.raises(checks.ConfigError, match=r"^cannot write the lease gs://no-such-bucket/"
                                                  r"out/trainer.lock: its bucket does not exist$"):

@@ -162,6 +162,7 @@ def run_summary_command(output):
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.process
 def test_the_summary_command_reads_either_route_and_refuses_a_place_without_one(tmp_path):
     records = [prediction_records.make_error_record("a.jpg", "missing_file", "gone")]
     prediction_records.write_records(records, str(tmp_path / "run"), "jsonl", 10)

@@ -177,6 +177,7 @@ def test_training_accuracy_is_named_once_in_the_legend():
 @pytest.mark.parametrize("case, message", [
     ("missing", "does not exist"), ("not_a_run", "is not a run directory"),
     ("no_eval_data", "no eval data: '/nowhere/eval-*' matches no files"), ("no_export", "has no export yet")])
+@pytest.mark.trains
 def test_ordinary_mistakes_are_named(case, message, tmp_path, trained_run):
     _, _, data_dir = trained_run
     out = tmp_path / "out"
@@ -200,6 +201,7 @@ def run_chromium(profile, *argv):
                           capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.process
 def test_command_error_is_one_line_and_exit_code_2(tmp_path):
     result = run_report(tmp_path)
     assert result.returncode == 2

@@ -33,6 +33,7 @@ def test_a_model_base_or_a_model_to_come_passes(export_root, relative):
     version_policy.check_model_base(str(export_root / relative))  # no exception: served or waited for
 
 
+@pytest.mark.process
 def test_the_real_server_says_it_at_once_instead_of_waiting(export_root, repo_root):
     """`python -m serving.standin.server --model_base_path OUT/export`: one line, exit 2, no wait."""
     import os
@@ -53,6 +54,7 @@ def test_the_real_server_says_it_at_once_instead_of_waiting(export_root, repo_ro
     assert time.monotonic() - start < 60  # at once: not the wait for a version that never comes
 
 
+@pytest.mark.process
 def test_a_version_directory_names_its_model_base(export_root, repo_root):
     """`--model_base_path OUT/export/image_classifier/2`: one line naming the base, at once."""
     import subprocess

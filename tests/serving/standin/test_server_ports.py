@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+pytestmark = [pytest.mark.process]
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 

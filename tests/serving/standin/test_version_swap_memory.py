@@ -22,6 +22,8 @@ import pytest
 
 from tests.serving.conftest import b64, wait_for
 
+pytestmark = [pytest.mark.process]
+
 SWAPS = 40
 BASELINE_SWAP = 5  # the first swaps grow caches that then stay (TF's, Python's, the allocator's)
 # Issue 26 asks for under 60 MB; without the fix this test measured +59 to +75 MB, with it
