@@ -62,6 +62,7 @@ def shared_dataset(tmp_path_factory):
      "mixup_switch_prob=0.3 (flag --mixup_switch_prob) chooses between mixup and CutMix, and needs both "
      "--mixup_alpha and --cutmix_alpha above 0"),
 ])
+@pytest.mark.process
 def test_a_bad_setting_is_one_line_before_tensorflow_loads_and_nothing_is_written(
         shared_dataset, tmp_path, extra, config_text, expected):
     """Judged by the settings' rules alone: refused before TensorFlow loads (an import of it
@@ -71,6 +72,7 @@ def test_a_bad_setting_is_one_line_before_tensorflow_loads_and_nothing_is_writte
     assert not out.exists(), files_under(out)
 
 
+@pytest.mark.process
 def test_a_setting_judged_against_the_data_is_refused_after_tensorflow_loads(shared_dataset, tmp_path):
     result, out = refuse(shared_dataset, tmp_path, ["--train_data_path", str(shared_dataset)], None)
     assert f"train_data_path='{shared_dataset}' is a directory: did you mean '{shared_dataset}/train-*'?" in \
@@ -119,6 +121,7 @@ def test_label_smoothing_composes_with_every_mixing_setting():
     assert checks.check_params(params, {}) is None
 
 
+@pytest.mark.process
 def test_a_bad_value_in_a_saved_run_is_named_and_the_run_left_as_it_was(tiny_argv, tiny_params, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
@@ -132,6 +135,7 @@ def test_a_bad_value_in_a_saved_run_is_named_and_the_run_left_as_it_was(tiny_arg
     assert json.loads((out / table.PARAMS_FILE).read_text()) == saved
 
 
+@pytest.mark.process
 def test_a_damaged_saved_params_file_is_named(tiny_argv, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
@@ -142,6 +146,7 @@ def test_a_damaged_saved_params_file_is_named(tiny_argv, tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.process
 def test_help_shows_every_setting_with_its_default_without_tensorflow():
     code = ("import sys; from trainer.settings import flags\n"
             "try:\n    flags.parse_flags(['--help'])\nexcept SystemExit as e:\n    code = e.code\n"
