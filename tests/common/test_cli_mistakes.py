@@ -1,21 +1,13 @@
 """Ordinary mistakes through the real commands: one line naming the problem and the fix,
-exit code 2, never a traceback.
+exit code 2, never a traceback. A mistake two commands share (a model directory that is not an
+export) is the real command's in trainer.task and refused in this process by batch_predict.
 
     .venv/bin/python -m pytest tests/common/test_cli_mistakes.py
 """
-import os
-import subprocess
-import sys
-
 import pytest
 
+from tests import user_commands
 from tests.engines import HAS_ESTIMATOR
-
-
-def run_module(module, *argv):
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "PYTHONWARNINGS")}
-    return subprocess.run([sys.executable, "-m", module, *map(str, argv)], capture_output=True,
-                          text=True, timeout=300, env=env)
 
 
 @pytest.fixture
@@ -31,6 +23,7 @@ def csv_and_shards(tmp_path, make_jpeg):
 ENGINE = [] if HAS_ESTIMATOR else ["--engine", "keras"]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("module, argv, expected", [
     ("preprocess.jpeg_to_tfrecord",
      ["--input_csv", "{d}/train.csv", "--output_dir", "{d}/out", "--eval_fracton", "0.2"],
@@ -53,19 +46,28 @@ ENGINE = [] if HAS_ESTIMATOR else ["--engine", "keras"]
                       "{d}/train.csv", "--predict_export_dir", "{d}"] + ENGINE,
      "is not an export: no saved_model.pb in it or in a numbered version directory below it"),
     ("serving.batch_predict", ["--input_csv", "{d}/train.csv", "--model_dir", "{d}",
-                               "--output", "{d}/preds"],
-     "is not an export: no saved_model.pb"),
-    ("serving.batch_predict", ["--input_csv", "{d}/train.csv", "--model_dir", "{d}",
                                "--output", "{d}/preds", "--max_num_wokers", "3"],
      "did you mean --max_num_workers?"),
     ("serving.client", ["--server", "localhost:8501", "{d}/a.jpg"],
      "error: --server 'localhost:8501' must look like http://HOST:PORT, e.g. http://localhost:8501"),
 ])
 def test_a_mistake_is_one_line_and_exit_code_2(csv_and_shards, module, argv, expected):
-    result = run_module(module, *[arg.format(d=csv_and_shards) for arg in argv])
+    result = user_commands.run(module, *[arg.format(d=csv_and_shards) for arg in argv], timeout=300)
     assert result.returncode == 2, result.stderr[-2000:]
     assert "Traceback" not in result.stderr and "usage:" not in result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, lines
     assert expected.format(d=csv_and_shards) in lines[0]
     assert not (csv_and_shards / "out").exists()  # nothing written
+
+
+def test_a_model_dir_that_is_not_an_export_is_refused_by_batch_predict(csv_and_shards):
+    """serving.batch_predict's refusal, in this process: trainer.task's above is the real
+    command's one line once TensorFlow has loaded (and so are batch_predict's own in
+    tests/serving/test_batch_predict_inputs.py and test_batch_predict_lock.py)."""
+    from common.user_errors import UserError
+    from serving import batch_predict
+    with pytest.raises(UserError, match="is not an export: no saved_model.pb"):
+        batch_predict.run(["--input_csv", f"{csv_and_shards}/train.csv", "--model_dir",
+                           str(csv_and_shards), "--output", f"{csv_and_shards}/preds"])
+    assert not (csv_and_shards / "out").exists()

@@ -3,13 +3,10 @@ resembles, exit code 2; --help loads neither TensorFlow nor Beam (so it answers 
 
     .venv/bin/python -m pytest tests/common/test_entry_points.py -q
 """
-import os
-import subprocess
-import sys
-
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests import user_commands
+
 HEAVY_MODULES = ("tensorflow", "apache_beam")
 
 # module -> (argv with one mistyped flag, the flag the answer must suggest).
@@ -38,31 +35,29 @@ TYPOS = {
 }
 
 
-def run_module(module, argv, *python_flags):
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "PYTHONWARNINGS")}
-    return subprocess.run([sys.executable, *python_flags, "-m", module, *argv], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300, env=env)
-
-
 def imported_modules(importtime_stderr):
     """The names -X importtime reports ("import time: self | cumulative | name")."""
     return {line.rsplit("|", 1)[1].strip() for line in importtime_stderr.splitlines()
             if line.startswith("import time:") and line.count("|") == 2}
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("module", sorted(TYPOS))
 def test_a_mistyped_flag_is_one_line_naming_the_right_one(module):
     argv, meant = TYPOS[module]
-    result = run_module(module, argv)
+    result = user_commands.run(module, *argv, timeout=300)
     assert result.returncode == 2, result.stderr[-2000:]
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), lines
     assert f"did you mean {meant}?" in lines[0]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("module", sorted(TYPOS))
 def test_help_loads_neither_tensorflow_nor_beam(module):
-    result = run_module(module, ["--help"], "-X", "importtime")
+    # PYTHONPROFILEIMPORTTIME=1 is python -X importtime: every import, on stderr.
+    result = user_commands.run(module, "--help", timeout=300,
+                               env=user_commands.user_env(PYTHONPROFILEIMPORTTIME=1))
     assert result.returncode == 0, result.stderr[-2000:]
     assert "usage: python -m" in result.stdout
     modules = imported_modules(result.stderr)

@@ -1,17 +1,16 @@
-"""gs:// without network or credentials is one line at once (common/gcs_probe.py), through the real
-trainer command, and the probe against the tests' GCS emulator.
+"""gs:// without network or credentials is one line at once (common/gcs_probe.py): through the real
+trainer command, through its params chain in this process, and the probe against the tests'
+GCS emulator.
 
     .venv/bin/python -m pytest tests/common/test_gcs_probe.py
 """
-import os
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
 
 from common import gcs_probe
+from tests import user_commands
 
 
 def closed_port():
@@ -21,47 +20,47 @@ def closed_port():
         return sock.getsockname()[1]
 
 
-def run_trainer(env, *argv):
-    start = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "trainer.task", *argv], capture_output=True,
-                            text=True, timeout=300, env=env)
-    return result, time.monotonic() - start
-
-
-def base_env(tmp_path):
+def no_credentials(tmp_path):
     """No credentials of this machine's user, no metadata server (a closed local port)."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST", "TF_CPP_MIN_LOG_LEVEL")}
     dead = f"127.0.0.1:{closed_port()}"
-    env.update(HOME=str(tmp_path), CLOUDSDK_CONFIG=str(tmp_path / "gcloud"), GCE_METADATA_HOST=dead,
-               GCE_METADATA_IP=dead)
-    return env
+    return dict(HOME=tmp_path, CLOUDSDK_CONFIG=tmp_path / "gcloud", GCE_METADATA_HOST=dead,
+                GCE_METADATA_IP=dead)
 
 
 GS_ARGV = ["--train_data_path", "gs://photos/data/train-*", "--eval_data_path", "gs://photos/data/eval-*"]
 
 
-def test_an_unreachable_storage_endpoint_is_one_line_naming_the_path(tmp_path):
-    env = dict(base_env(tmp_path), STORAGE_EMULATOR_HOST=f"http://127.0.0.1:{closed_port()}")
-    result, seconds = run_trainer(env, *GS_ARGV, "--output_dir", str(tmp_path / "out"))
-    assert result.returncode == 2, result.stderr[-3000:]
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("error: train_data_path='gs://photos/data/train-*': cannot reach Cloud "
-                               "Storage within 15 s (no network?)")
-    assert seconds < 60  # not minutes of retries
+def test_an_unreachable_storage_endpoint_is_refused_naming_the_path(tmp_path, monkeypatch):
+    """The params chain (trainer.task's, before anything is written) in this process."""
+    from trainer import chain
+    for name, value in no_credentials(tmp_path).items():
+        monkeypatch.setenv(name, str(value))
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{closed_port()}")
+    start = time.monotonic()
+    with pytest.raises(gcs_probe.GcsUnreachable) as refused:
+        chain.parse_params([*GS_ARGV, "--output_dir", str(tmp_path / "out")])
+    assert str(refused.value).startswith("train_data_path='gs://photos/data/train-*': cannot reach "
+                                         "Cloud Storage within 15 s (no network?)")
+    assert time.monotonic() - start < 60  # not minutes of retries
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.process
 def test_no_credentials_is_one_line_with_the_login_command(tmp_path):
-    result, seconds = run_trainer(base_env(tmp_path), *GS_ARGV, "--output_dir", "gs://photos/run")
+    env = user_commands.user_env(drop=("GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST"),
+                                 **no_credentials(tmp_path))
+    start = time.monotonic()
+    result = user_commands.run_trainer(*GS_ARGV, "--output_dir", "gs://photos/run", env=env,
+                                       timeout=300)
     assert result.returncode == 2, result.stderr[-3000:]
     assert result.stderr.strip() == (
         "error: output_dir='gs://photos/run': no Google Cloud credentials on this machine: run "
         "`gcloud auth application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS)")
-    assert seconds < 60
+    assert time.monotonic() - start < 60
 
 
+@pytest.mark.process  # gcs_bucket: the emulator's server
 def test_the_probe_passes_a_bucket_the_emulator_has_and_names_one_it_has_not(gcs_bucket):
     checked = set()
     gcs_probe.check_readable(f"gs://{gcs_bucket.name}/data/train-*", "train_data_path", checked)

@@ -4,8 +4,6 @@
 """
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -75,19 +73,17 @@ def test_file_errors_become_reasons(tmp_path):
     assert dangling.value.detail.endswith(f"(a symlink to {tmp_path / 'gone.jpg'}, which does not exist)")
 
 
-def test_predict_command_reads_a_spreadsheet_csv_without_losing_a_row(trained_run, input_csv,
-                                                                     tmp_path):
-    """BOM + header + unbalanced quote through `trainer.task --mode predict`: every data row
-    gets its record, and the header and the bad line are error records with their reason."""
+@pytest.mark.trains
+def test_predict_mode_reads_a_spreadsheet_csv_without_losing_a_row(trained_run, input_csv, tmp_path):
+    """BOM + header + unbalanced quote through `trainer.task --mode predict` (in this process):
+    every data row gets its record, and the header and the bad line are error records with
+    their reason."""
+    from tests.serving.test_batch_predict_routes import run_trainer_predict
     good = ["1.jpg,cat", "3.jpg", "5.jpg,dog"]  # images the input_csv fixture made
     csv_path = input_csv.parent / "spreadsheet.csv"
     csv_path.write_bytes(BOM + "\n".join(["uri,label", *good, '"2.jpg,cat']).encode() + b"\n")
     out = tmp_path / "preds"
-    result = subprocess.run(
-        [sys.executable, "-m", "trainer.task", "--mode=predict", f"--output_dir={trained_run[0]}",
-         f"--predict_input={csv_path}", f"--predict_output_dir={out}"],
-        capture_output=True, text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-    assert result.returncode == 0, result.stderr[-3000:]
+    run_trainer_predict(trained_run[0], csv_path, out)
     records = [json.loads(line) for path in sorted(out.glob("predictions-*.jsonl"))
                for line in path.read_text().splitlines()]
     errors = sorted(r["error"]["reason"] for r in records if "error" in r)

@@ -7,6 +7,7 @@ module taking a lock of its own.
     .venv/bin/python -m pytest tests/common/test_output_lock.py
 """
 import ast
+import importlib
 import json
 import logging
 import os
@@ -22,16 +23,27 @@ import time
 import pytest
 
 from common import gcs_lease, output_lock
+from tests import user_commands
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = str(user_commands.REPO_ROOT)
 HOLDER = f"pid {os.getpid()} on {socket.gethostname()} since "
 LOCK = output_lock.OutputLock("things.lock", "thing run", "--out")
 REMOVED = output_lock.OutputLock("things.lock", "thing run", "--out", is_removed_when_released=True)
+# A process holding LOCK on the directory argv[1] until it is killed: prints "held" once it holds it.
+HOLDING_PROCESS = ("import sys, time\nfrom common import output_lock\n"
+                   "with output_lock.OutputLock('things.lock', 'thing run', '--out').hold(sys.argv[1]):\n"
+                   "    print('held', flush=True); time.sleep(300)\n")
 
 
 def query(directory, name="things.lock"):
-    return subprocess.run([sys.executable, "-m", "common.output_lock", str(directory), name],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    """`python -m common.output_lock DIRECTORY NAME`, finished."""
+    return user_commands.run("common.output_lock", directory, name, timeout=120)
+
+
+def start_python(code, *argv):
+    """`python -c CODE ARGV` in the repository (a test's own second process), stdout a pipe."""
+    return subprocess.Popen([sys.executable, "-c", code, *map(str, argv)], cwd=ROOT,
+                            env=user_commands.user_env(), stdout=subprocess.PIPE, text=True)
 
 
 @pytest.mark.parametrize("lock", [LOCK, REMOVED], ids=["kept", "removed"])
@@ -78,12 +90,9 @@ def test_a_lock_won_on_a_deleted_file_is_taken_again_on_the_new_one(tmp_path, mo
     os.close(fd)
 
 
+@pytest.mark.process
 def test_a_killed_holder_does_not_block_the_next_run(tmp_path):
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom common import output_lock\n"
-         "with output_lock.OutputLock('things.lock', 'thing run', '--out').hold(sys.argv[1]):\n"
-         "    print('held', flush=True); time.sleep(300)\n", str(tmp_path)],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    holder = start_python(HOLDING_PROCESS, tmp_path)
     try:
         assert holder.stdout.readline() == "held\n"
         busy = query(tmp_path)
@@ -97,6 +106,7 @@ def test_a_killed_holder_does_not_block_the_next_run(tmp_path):
         assert (tmp_path / "things.lock").read_text().startswith(HOLDER)
 
 
+@pytest.mark.process
 def test_the_query_command_makes_no_lock_file_and_no_directory(tmp_path):
     assert query(tmp_path).stdout == f"{tmp_path}: free\n"
     missing = query(tmp_path / "nowhere")
@@ -114,6 +124,7 @@ def test_another_scheme_is_a_warning_and_no_lock(caplog):
         "No lock on hdfs://namenode/out (neither local nor gs://): run one thing run at a time there"] * 2
 
 
+@pytest.mark.process  # gcs_bucket: the emulator's server
 def test_gcs_lock_refuses_a_second_holder_and_is_deleted_at_the_end(gcs_bucket):
     out = f"gs://{gcs_bucket.name}/out"
     started = time.time()
@@ -132,29 +143,49 @@ def test_gcs_lock_refuses_a_second_holder_and_is_deleted_at_the_end(gcs_bucket):
     assert time.time() - started < 30
 
 
-def run_command(module, *argv):
-    return subprocess.run([sys.executable, "-m", module, *map(str, argv)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
-
-
-@pytest.mark.parametrize("below", [False, True], ids=["the_folder", "a_parent"])
-def test_a_file_where_the_output_folder_belongs_is_one_line(tmp_path, make_jpeg, below):
-    """Each command that takes this lock, run for real: it was a FileExistsError traceback."""
+def a_file_where_the_folder_belongs(tmp_path, make_jpeg, below):
+    """(the folder the commands are given, {flag: (module, argv)} of each command that takes
+    this lock, into it): the folder is a file, or lies below one."""
     a_file = tmp_path / "notes.txt"
     a_file.write_text("not a folder\n")
     folder = a_file / "sub" if below else a_file
     (tmp_path / "a.jpg").write_bytes(make_jpeg())
     (tmp_path / "all.csv").write_text(f"{tmp_path / 'a.jpg'},cat\n")
-    runs = {"--output_dir": run_command("preprocess.jpeg_to_tfrecord", "--input_csv",
-                                        tmp_path / "all.csv", "--output_dir", folder),
-            "--output": run_command("serving.batch_predict", "--input_csv", tmp_path / "all.csv",
-                                    "--model_dir", tmp_path / "model", "--output", folder / "p")}
-    for flag, result in runs.items():
-        place = folder if flag == "--output_dir" else folder / "p"
-        assert (result.returncode, result.stderr.strip().splitlines()) == (2, [
-            f"error: {flag} {place}: {folder} is a file (or lies below one), not a folder: "
-            "pass a new or existing folder"]), result.stderr[-2000:]
-    assert a_file.read_text() == "not a folder\n"
+    return folder, {
+        "--output_dir": ("preprocess.jpeg_to_tfrecord",
+                         ["--input_csv", tmp_path / "all.csv", "--output_dir", folder]),
+        "--output": ("serving.batch_predict", ["--input_csv", tmp_path / "all.csv", "--model_dir",
+                                               tmp_path / "model", "--output", folder / "p"])}
+
+
+def not_a_folder(flag, folder):
+    place = folder if flag == "--output_dir" else folder / "p"
+    return (f"{flag} {place}: {folder} is a file (or lies below one), not a folder: pass a new "
+            "or existing folder")
+
+
+@pytest.mark.parametrize("below", [False, True], ids=["the_folder", "a_parent"])
+def test_a_file_where_the_output_folder_belongs_is_refused(tmp_path, make_jpeg, below):
+    """Each command that takes this lock, in this process: it was a FileExistsError."""
+    folder, commands = a_file_where_the_folder_belongs(tmp_path, make_jpeg, below)
+    for flag, (module, argv) in commands.items():
+        with pytest.raises(output_lock.NotAFolder) as refused:
+            importlib.import_module(module).run([str(arg) for arg in argv])
+        assert str(refused.value) == not_a_folder(flag, folder)
+    assert (tmp_path / "notes.txt").read_text() == "not a folder\n"
+    assert sorted(os.listdir(tmp_path)) == ["a.jpg", "all.csv", "notes.txt"]
+
+
+@pytest.mark.process
+def test_a_file_where_the_output_folder_belongs_is_one_line(tmp_path, make_jpeg):
+    """The real command: it was a FileExistsError traceback. (Preprocessing's: it refuses before
+    TensorFlow loads; batch_predict's one-line refusals are tests/serving's.)"""
+    folder, commands = a_file_where_the_folder_belongs(tmp_path, make_jpeg, below=True)
+    module, argv = commands["--output_dir"]
+    result = user_commands.run(module, *argv, timeout=300)
+    assert (result.returncode, result.stderr.strip().splitlines()) == (
+        2, [f"error: {not_a_folder('--output_dir', folder)}"]), result.stderr[-2000:]
+    assert (tmp_path / "notes.txt").read_text() == "not a folder\n"
     assert sorted(os.listdir(tmp_path)) == ["a.jpg", "all.csv", "notes.txt"]
 
 
@@ -170,13 +201,13 @@ with output_lock.OutputLock("things.lock", "thing run", "--out").hold(sys.argv[1
 SHORT_LEASE_SECONDS = 4.0  # renewed every 1.3 s: long enough for a loaded 2-core machine
 
 
+@pytest.mark.process
 def test_a_killed_gcs_holder_blocks_the_next_run_until_its_lease_expires(gcs_bucket):
     """As locally (test_a_killed_holder_does_not_block_the_next_run), a run killed with
     kill -9 blocks no one for long on gs://: the next run is refused while the dead run's
     lease is fresh, then the real command takes it over, saying so in one line."""
     out = f"gs://{gcs_bucket.name}/out"
-    holder = subprocess.Popen([sys.executable, "-c", SHORT_LEASE_HOLDER, out,
-                               str(SHORT_LEASE_SECONDS)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    holder = start_python(SHORT_LEASE_HOLDER, out, SHORT_LEASE_SECONDS)
     try:
         assert holder.stdout.readline() == "held\n"
     finally:
@@ -200,14 +231,11 @@ def test_a_killed_gcs_holder_blocks_the_next_run_until_its_lease_expires(gcs_buc
     assert list(gcs_bucket.list_blobs()) == []  # the query released it
 
 
+@pytest.mark.process
 def test_a_killed_holder_of_a_waiting_lock_releases_its_waiter(tmp_path):
     """The evaluation records' lock waits (wait=True) instead of refusing: a waiter blocked
     by a holder that is then killed (kill -9) gets the lock from the kernel."""
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom common import output_lock\n"
-         "with output_lock.OutputLock('things.lock', 'thing run', '--out').hold(sys.argv[1]):\n"
-         "    print('held', flush=True); time.sleep(300)\n", str(tmp_path)],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    holder = start_python(HOLDING_PROCESS, tmp_path)
     got = []
     try:
         assert holder.stdout.readline() == "held\n"
@@ -227,6 +255,7 @@ def test_a_killed_holder_of_a_waiting_lock_releases_its_waiter(tmp_path):
     assert len(got) == 1 and got[0].startswith(HOLDER)
 
 
+@pytest.mark.process  # gcs_bucket: the emulator's server
 def test_an_older_lock_object_without_an_expiry_lapses_a_lease_after_it_was_written(gcs_bucket):
     """A lock object written by an earlier version ({"holder": ...}, never renewed)."""
     blob = gcs_bucket.blob("out/things.lock")

@@ -1,23 +1,24 @@
-"""A spreadsheet's CSV through the real command: header lines, a byte-order mark, unbalanced
-quotes and a label seen only on rejected rows never become classes or lose a row.
+"""A spreadsheet's CSV through the pipeline: header lines, a byte-order mark, unbalanced quotes
+and a label seen only on rejected rows never become classes or lose a row. The pipeline runs in
+this process; the real command only for its one-line refusal of a bad flag.
 
     .venv/bin/python -m pytest tests/preprocess/test_csv_mistakes.py
 """
 import json
-import subprocess
-import sys
 
 import pytest
 
+from common.user_errors import UserError
+from preprocess import jpeg_to_tfrecord
+from tests import user_commands
 from tests.preprocess.conftest import IN_PROCESS
 
 BOM = "\ufeff".encode()
 
 
-def run_pipeline(tmp_path, *csv_inputs):
-    argv = [sys.executable, "-m", "preprocess.jpeg_to_tfrecord", "--output_dir",
-            str(tmp_path / "out")] + [f"--input_csv={value}" for value in csv_inputs]
-    return subprocess.run(argv + IN_PROCESS, capture_output=True, text=True, timeout=300)
+def pipeline_argv(tmp_path, *csv_inputs):
+    return (["--output_dir", str(tmp_path / "out")] + [f"--input_csv={value}" for value in csv_inputs]
+            + IN_PROCESS)
 
 
 @pytest.fixture
@@ -33,8 +34,7 @@ def test_header_bom_and_quotes_are_accounted_for_and_never_a_class(photos):
     (photos / "train.csv").write_bytes(BOM + b"uri,label\na.jpg,cat\nb.jpg,dog\n\"c.jpg,cat\n")
     # A BOM before the first data row: that row must not be lost.
     (photos / "eval.csv").write_bytes(BOM + b"c.jpg,cat\nd.jpg,dog\n")
-    result = run_pipeline(photos, f"train={photos}/train.csv", f"eval={photos}/eval.csv")
-    assert result.returncode == 0, result.stderr[-2000:]
+    jpeg_to_tfrecord.run(pipeline_argv(photos, f"train={photos}/train.csv", f"eval={photos}/eval.csv"))
     meta = json.loads((photos / "out" / "metadata.json").read_text())
     assert meta["labels"] == ["cat", "dog"]  # not "label"
     assert (photos / "out" / "labels.txt").read_text() == "cat\ndog\n"
@@ -51,19 +51,22 @@ def test_header_bom_and_quotes_are_accounted_for_and_never_a_class(photos):
 def test_a_label_only_on_rejected_rows_fails_naming_it(photos):
     (photos / "train.csv").write_text("a.jpg,cat\nb.jpg,dog\nmissing.jpg,zebra\n")
     (photos / "eval.csv").write_text("c.jpg,cat\nd.jpg,dog\n")
-    result = run_pipeline(photos, f"train={photos}/train.csv", f"eval={photos}/eval.csv")
-    assert result.returncode == 2
-    last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: label(s) ['zebra'] have no usable image") and "Traceback" not in result.stderr
+    with pytest.raises(UserError) as refused:
+        jpeg_to_tfrecord.run(pipeline_argv(photos, f"train={photos}/train.csv",
+                                           f"eval={photos}/eval.csv"))
+    message = str(refused.value)
+    assert message.startswith("label(s) ['zebra'] have no usable image")
     out = photos / "out"
     assert not list(out.rglob("metadata.json")) and not list(out.rglob("labels.txt"))
     assert not list(out.rglob("train-*")) and not list(out.rglob("eval-*"))
     (dead_letters,) = out.glob("_staging-*/errors-00000-of-00001.jsonl")  # the failed run's
-    assert str(dead_letters) in last and "missing_file" in dead_letters.read_text()
+    assert str(dead_letters) in message and "missing_file" in dead_letters.read_text()
 
 
+@pytest.mark.process
 def test_a_bad_flag_is_one_line_and_exit_code_2(tmp_path):
-    result = run_pipeline(tmp_path, f"train={tmp_path}/none.csv")
+    result = user_commands.run("preprocess.jpeg_to_tfrecord",
+                               *pipeline_argv(tmp_path, f"train={tmp_path}/none.csv"), timeout=300)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith("error: ")
     assert "Traceback" not in result.stderr

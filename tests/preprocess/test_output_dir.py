@@ -1,23 +1,21 @@
 """One run per output directory, and a dataset published whole (preprocess/output_dir.py):
 two real concurrent commands, a rerun over a finished dataset, a run that fails, leftovers
-of a killed run, and the gs:// lock object on the GCS emulator.
+of a killed run, and the gs:// lock object on the GCS emulator. The pipeline runs in this
+process except where two real commands race or the command's one-line refusal is the behaviour.
 
     .venv/bin/python -m pytest tests/preprocess/test_output_dir.py
 """
 import json
 import os
-import subprocess
-import sys
 import time
 
 import pytest
 
 from preprocess import jpeg_to_tfrecord, output_dir, summary
+from tests import user_commands
 from tests.conftest import encode_image, pattern_image
 from tests.preprocess.conftest import IN_PROCESS, read_split
 from tests.preprocess.test_gcs_emulator import bucket  # noqa: F401 (fixture)
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def write_csv(folder, labels, count, name="train.csv"):
@@ -31,9 +29,14 @@ def write_csv(folder, labels, count, name="train.csv"):
     return folder / name
 
 
+def preprocess_argv(csv_path, out, *extra):
+    return ["--input_csv", str(csv_path), "--eval_fraction", "0", "--output_dir", str(out), *extra,
+            *IN_PROCESS]
+
+
 def command(csv_path, out, *extra):
-    return [sys.executable, "-m", "preprocess.jpeg_to_tfrecord", "--input_csv", str(csv_path),
-            "--eval_fraction", "0", "--output_dir", str(out), *extra, *IN_PROCESS]
+    """The command line of `python -m preprocess.jpeg_to_tfrecord` into out (for Popen)."""
+    return user_commands.command("preprocess.jpeg_to_tfrecord", *preprocess_argv(csv_path, out, *extra))
 
 
 def dataset_files(out):
@@ -65,14 +68,14 @@ def feed_fifo(fifo, deadline):
     raise TimeoutError(f"nobody opened {fifo}")
 
 
+@pytest.mark.process
 def test_two_runs_started_0_3_s_apart_one_refused_at_once_the_other_published_whole(tmp_path):
     csvs = [write_csv(tmp_path / "a", ["cat", "dog"], 20), write_csv(tmp_path / "b", ["x", "y", "z"], 9)]
     fifos = [with_fifo(csv_path) for csv_path in csvs]
     out = tmp_path / "out"
     runs = []
     for csv_path in csvs:
-        runs.append(subprocess.Popen(command(csv_path, out), cwd=ROOT, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True))
+        runs.append(user_commands.start("preprocess.jpeg_to_tfrecord", *preprocess_argv(csv_path, out)))
         time.sleep(0.3)
     deadline = time.monotonic() + 120
     while all(run.poll() is None for run in runs) and time.monotonic() < deadline:
@@ -97,8 +100,7 @@ def test_two_runs_started_0_3_s_apart_one_refused_at_once_the_other_published_wh
 
 
 def run_in_process(csv_path, out, *extra):
-    return jpeg_to_tfrecord.run(["--input_csv", str(csv_path), "--eval_fraction", "0",
-                                 "--output_dir", str(out), *extra] + IN_PROCESS)
+    return jpeg_to_tfrecord.run(preprocess_argv(csv_path, out, *extra))
 
 
 def test_a_rerun_replaces_an_earlier_dataset_whole(tmp_path):
@@ -120,10 +122,9 @@ def test_a_failed_rerun_leaves_the_earlier_dataset_as_it_was(tmp_path):
     before = {name: (out / name).read_bytes() for name in dataset_files(out)}
     no_labels = tmp_path / "no_labels.csv"
     no_labels.write_text("".join(f"{tmp_path / 'a'}/{i}.jpg\n" for i in range(6)))
-    result = subprocess.run(command(no_labels, out), cwd=ROOT, capture_output=True, text=True,
-                            timeout=300)
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    last = result.stderr.strip().splitlines()[-1]
+    with pytest.raises(summary.NoUsableRows) as refused:
+        run_in_process(no_labels, out)
+    last = f"error: {refused.value}"
     assert last.startswith("error: no row of no_labels.csv could be used, all 6 were rejected "
                            "(malformed_csv_line: 6): expected 'uri,label' lines")
     assert {name: (out / name).read_bytes() for name in dataset_files(out) if "_staging" not in name
@@ -132,16 +133,18 @@ def test_a_failed_rerun_leaves_the_earlier_dataset_as_it_was(tmp_path):
     assert str(letters) in last and not list(out.glob("_staging-*/*.tfrecord"))
 
 
+@pytest.mark.process
 def test_a_first_run_with_no_usable_row_leaves_nothing_like_a_dataset(tmp_path):
     """The real command on a CSV with no label column: one line, exit 2, nothing published."""
     csv_path = tmp_path / "images.csv"
     (tmp_path / "a.jpg").write_bytes(encode_image(pattern_image(8, 8, seed=1)))
     csv_path.write_text("a.jpg\na.jpg\n")
     out = tmp_path / "out"
-    result = subprocess.run(command(csv_path, out), cwd=ROOT, capture_output=True, text=True,
-                            timeout=300)
+    result = user_commands.run("preprocess.jpeg_to_tfrecord", *preprocess_argv(csv_path, out),
+                               timeout=300)
     assert result.returncode == 2 and result.stdout == ""
     assert "no row of images.csv could be used" in result.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in result.stderr
     assert [p.name for p in out.rglob("*") if p.is_file() and p.suffix != ".jsonl"] == [
         output_dir.LOCK_FILE]
 
@@ -166,6 +169,7 @@ def test_the_local_lock_names_its_holder_and_is_free_after_the_holder_ends(tmp_p
         pass
 
 
+@pytest.mark.process  # bucket: the GCS emulator's server
 def test_gcs_lock_refuses_a_second_run_and_is_deleted_at_the_end(bucket, tmp_path):  # noqa: F811
     out = f"gs://{bucket.name}/out"
     csv_path = write_csv(tmp_path / "a", ["cat", "dog"], 4)
@@ -193,12 +197,12 @@ def test_no_usable_row_names_the_inputs_and_the_fix():
                                        "OUT/errors.jsonl")
 
 
+@pytest.mark.process
 def test_the_lock_query_command_reads_flags_and_makes_no_directory(tmp_path):
     """python -m preprocess.output_dir: --help and a path that is not there create nothing."""
-    def query(*argv):
-        return subprocess.run([sys.executable, "-m", "preprocess.output_dir", *argv], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=120,
-                              env=dict(os.environ, PYTHONPATH=ROOT))
+    def query(*argv):  # run in tmp_path: a folder it made would show there
+        return user_commands.run("preprocess.output_dir", *argv, cwd=tmp_path, timeout=120,
+                                 env=user_commands.user_env(PYTHONPATH=user_commands.REPO_ROOT))
     assert query("--help").returncode == 0
     missing = query(str(tmp_path / "nowhere"))
     assert missing.returncode == 2

@@ -9,9 +9,10 @@ import pytest
 from serving import client
 
 
-@pytest.fixture
-def image_files(tmp_path, sample_jpegs):
-    """Two good JPEGs, a missing file, a text file, and a truncated JPEG."""
+@pytest.fixture(scope="module")
+def image_files(tmp_path_factory, sample_jpegs):
+    """Two good JPEGs, a missing file, a text file, and a truncated JPEG. Read only."""
+    tmp_path = tmp_path_factory.mktemp("client_cli")
     good = [tmp_path / "a.jpg", tmp_path / "b.jpg"]
     for path, jpeg in zip(good, sample_jpegs):
         path.write_bytes(jpeg)

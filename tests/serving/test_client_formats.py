@@ -1,18 +1,22 @@
 """`python -m serving.client` against a real trained export on the stand-in: every image format
 the export decodes is sent (JPEG, PNG, GIF, BMP), anything else is refused per file in one
 line, and a labels file whose length is not the model's class count is refused (exit 2).
+The client runs in this process (client.main's exit code and printed lines); the real command
+only for its one-line refusals.
 
     .venv/bin/python -m pytest tests/serving/test_client_formats.py
 """
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from serving import client
+from tests import user_commands
 from tests.conftest import LABELS, encode_image, pattern_image
+
+pytestmark = pytest.mark.trains  # trained_standin serves the session's trained_run
 
 DECODED = {"a.jpg": "JPEG", "b.png": "PNG", "c.gif": "GIF", "d.bmp": "BMP"}
 REFUSED = {"e.tiff": "TIFF", "f.webp": "WEBP"}  # images, but not what tf.io.decode_image reads
@@ -28,33 +32,41 @@ def trained_standin(trained_run):
     running.stop()
 
 
-@pytest.fixture
-def image_files(tmp_path):
+@pytest.fixture(scope="module")
+def image_files(tmp_path_factory):
+    """One file of each format, a gray PNG and a text file. Read only."""
+    folder = tmp_path_factory.mktemp("client_images")
     files = {}
     for seed, (name, fmt) in enumerate({**DECODED, **REFUSED}.items()):
-        files[name] = tmp_path / name
+        files[name] = folder / name
         files[name].write_bytes(encode_image(pattern_image(20, 20 + seed, seed), fmt=fmt))
-    files["gray.png"] = tmp_path / "gray.png"
+    files["gray.png"] = folder / "gray.png"
     files["gray.png"].write_bytes(encode_image(pattern_image(20, 20, 9, channels=1), fmt="PNG"))
-    files["notes.txt"] = tmp_path / "notes.txt"
+    files["notes.txt"] = folder / "notes.txt"
     files["notes.txt"].write_text("hello")
     return files
 
 
-def run_client(standin, transport, *argv):
-    target = (["--server", f"http://127.0.0.1:{standin.rest_port}"] if transport == "rest"
-              else ["--grpc", f"127.0.0.1:{standin.grpc_port}"])
-    env = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
-    return subprocess.run([sys.executable, "-m", "serving.client", *target, *argv], text=True,
-                          capture_output=True, timeout=120, env=env,
-                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+def target(standin, transport):
+    if transport == "rest":
+        return ["--server", f"http://127.0.0.1:{standin.rest_port}"]
+    return ["--grpc", f"127.0.0.1:{standin.grpc_port}"]
+
+
+def run_client(standin, transport, capsys, *argv):
+    """(exit code, stdout, stderr) of client.main in this process."""
+    capsys.readouterr()
+    code = client.main([*target(standin, transport), *map(str, argv)])
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 @pytest.mark.parametrize("transport", ["rest", "grpc"])
-def test_every_format_the_export_decodes_is_classified(trained_standin, image_files, transport):
-    result = run_client(trained_standin, transport, "--json", *map(str, image_files.values()))
-    by_name = {os.path.basename(r["file"]): r for r in json.loads(result.stdout)}
-    assert result.returncode == 1, result.stderr  # some files are refused
+def test_every_format_the_export_decodes_is_classified(trained_standin, image_files, transport,
+                                                       capsys):
+    code, out, err = run_client(trained_standin, transport, capsys, "--json", *image_files.values())
+    by_name = {os.path.basename(r["file"]): r for r in json.loads(out)}
+    assert code == 1, err  # some files are refused
     for name in [*DECODED, "gray.png"]:
         assert by_name[name]["error"] is None, by_name[name]
         probabilities = [t["probability"] for t in by_name[name]["top_k"]]
@@ -66,36 +78,58 @@ def test_every_format_the_export_decodes_is_classified(trained_standin, image_fi
         assert by_name[name]["top_k"] == []
 
 
-def test_refused_files_are_one_line_each_in_text_output(trained_standin, image_files):
-    result = run_client(trained_standin, "rest", str(image_files["b.png"]), str(image_files["e.tiff"]))
-    lines = result.stdout.splitlines()
-    assert result.returncode == 1 and len(lines) == 2
+def test_refused_files_are_one_line_each_in_text_output(trained_standin, image_files, capsys):
+    code, out, _ = run_client(trained_standin, "rest", capsys, image_files["b.png"],
+                              image_files["e.tiff"])
+    lines = out.splitlines()
+    assert code == 1 and len(lines) == 2
     assert lines[0].startswith(f"{image_files['b.png']}: ") and "ERROR" not in lines[0]
     assert lines[1].startswith(f"{image_files['e.tiff']}: ERROR: not an image the model decodes")
+
+
+def write_labels(tmp_path, names):
+    labels = tmp_path / "labels.txt"
+    labels.write_text("".join(f"{name}\n" for name in names))
+    return labels
+
+
+def class_count_refusal(labels, names):
+    return (f"error: --labels {labels} has {len(names)} class names but the model has 3 classes "
+            "(the length of its probabilities): pass the labels.txt of the dataset this model was "
+            "trained on, or leave --labels out")
 
 
 @pytest.mark.parametrize("transport", ["rest", "grpc"])
 @pytest.mark.parametrize("names", [[f"digit_{i}" for i in range(10)], ["cat", "dog"]])
 def test_labels_of_another_class_count_are_refused(trained_standin, image_files, tmp_path,
-                                                   transport, names):
-    labels = tmp_path / "labels.txt"
-    labels.write_text("".join(f"{name}\n" for name in names))
-    result = run_client(trained_standin, transport, "--labels", str(labels), str(image_files["a.jpg"]))
+                                                   transport, names, capsys):
+    labels = write_labels(tmp_path, names)
+    code, out, err = run_client(trained_standin, transport, capsys, "--labels", labels,
+                                image_files["a.jpg"])
+    assert (code, out, err.splitlines()) == (2, "", [class_count_refusal(labels, names)])
+
+
+@pytest.mark.process
+def test_the_command_refuses_labels_of_another_class_count_in_one_line(trained_standin,
+                                                                       image_files, tmp_path):
+    names = ["cat", "dog"]
+    labels = write_labels(tmp_path, names)
+    # Over REST: the command then loads no TensorFlow (--grpc's stubs do), so it answers in ~1 s.
+    result = user_commands.run("serving.client", *target(trained_standin, "rest"), "--labels",
+                               labels, image_files["a.jpg"], timeout=120)
     assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr.splitlines() == [
-        f"error: --labels {labels} has {len(names)} class names but the model has 3 classes (the "
-        "length of its probabilities): pass the labels.txt of the dataset this model was trained "
-        "on, or leave --labels out"]
+    assert result.stderr.splitlines() == [class_count_refusal(labels, names)]
 
 
-def test_labels_of_the_model_name_every_class(trained_standin, image_files, tmp_path):
-    labels = tmp_path / "labels.txt"
-    labels.write_text("".join(f"{name}\n" for name in LABELS))
-    result = run_client(trained_standin, "rest", "--labels", str(labels), str(image_files["c.gif"]))
-    names = [part.split()[0] for part in result.stdout.split(": ", 1)[1].split(", ")]
-    assert result.returncode == 0 and sorted(names) == sorted(LABELS)
+def test_labels_of_the_model_name_every_class(trained_standin, image_files, tmp_path, capsys):
+    labels = write_labels(tmp_path, LABELS)
+    code, out, _ = run_client(trained_standin, "rest", capsys, "--labels", labels,
+                              image_files["c.gif"])
+    names = [part.split()[0] for part in out.split(": ", 1)[1].split(", ")]
+    assert code == 0 and sorted(names) == sorted(LABELS)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("argv,message", [
     (["--top_k", "0", "a.jpg"], "error: --top_k=0 and --batch_size=32 must be >= 1"),
     (["--labels", "/nonexistent/labels.txt", "a.jpg"],
@@ -104,5 +138,6 @@ def test_labels_of_the_model_name_every_class(trained_standin, image_files, tmp_
                                      "--labels?; see python -m serving.client --help"),
 ])
 def test_mistakes_are_one_line(trained_standin, argv, message):
-    result = run_client(trained_standin, "rest", *argv)
+    result = user_commands.run("serving.client", *target(trained_standin, "rest"), *argv,
+                               timeout=120)
     assert (result.returncode, result.stdout, result.stderr.splitlines()) == (2, "", [message])

@@ -12,20 +12,22 @@ import socket
 import pytest
 
 from common import output_lock, prediction_records
+from tests import user_commands
 from tests.preprocess.test_gcs_emulator import bucket  # noqa: F401 (fixture)
-from tests.serving.test_batch_predict_inputs import command, trainer_argv
+from tests.serving.test_batch_predict_inputs import trainer_argv
 from tests.serving.test_batch_predict_routes import run_trainer_predict
 
 HOLDER = f"pid {os.getpid()} on {socket.gethostname()} since "
 
 
-def test_a_held_output_refuses_the_command_at_once_writing_nothing(trained_run, input_csv,
-                                                                   tmp_path, repo_root):
+@pytest.mark.process
+@pytest.mark.trains
+def test_a_held_output_refuses_the_command_at_once_writing_nothing(trained_run, input_csv, tmp_path):
     """Held by a Beam job with --output OUT/predictions: the same files, the same lock."""
     out = tmp_path / "preds"
     out.mkdir()
     with prediction_records.hold_prefix(f"{out}/predictions", "--output", f"{out}/predictions"):
-        result = command("trainer.task", trainer_argv(trained_run[0], input_csv, out), repo_root)
+        result = user_commands.run_trainer(*trainer_argv(trained_run[0], input_csv, out))
         assert os.listdir(out) == ["predictions.lock"]  # the holder's
     assert (result.returncode, result.stdout) == (2, "")
     lines = result.stderr.strip().splitlines()
@@ -36,6 +38,8 @@ def test_a_held_output_refuses_the_command_at_once_writing_nothing(trained_run, 
     assert os.listdir(out) == []
 
 
+@pytest.mark.process  # gcs_bucket: the emulator's server
+@pytest.mark.trains
 @pytest.mark.usefixtures("bucket")
 def test_gcs_predict_output_dir_is_published_whole_under_its_lock(trained_run, input_csv,
                                                                   gcs_bucket):
