@@ -1,16 +1,16 @@
-"""Records written by other tools, through the real command, both engines: PNG, GIF and BMP
-images (grayscale and RGBA too) train, evaluate and serve; junk bytes are refused before
-anything is written, in one line naming the shard and the record, and a junk record deeper
-in a shard than the pre-run sample reads ends the run in one line naming them too.
+"""Records written by other tools, both engines: PNG, GIF and BMP images (grayscale and RGBA too)
+train, evaluate and serve; junk bytes are refused before anything is written, in one line naming
+the shard and the record, and a junk record deeper in a shard than the pre-run sample reads ends
+the run in one line naming them too. Runs in this process, as `python -m trainer.task` runs
+them; the real command shows the mid-run line once (a refusal's one line before the run is
+tests/trainer/test_refused_before_writing.py's).
 
     .venv/bin/python -m pytest tests/trainer/test_image_records.py
     .venv-keras/bin/python -m pytest tests/trainer/test_image_records.py   # Keras engine only
 """
 import io
-import os
 import re
-import subprocess
-import sys
+import shutil
 
 import numpy as np
 import pytest
@@ -18,6 +18,8 @@ import tensorflow as tf
 from PIL import Image
 
 from common import record_schema, signature
+from common.user_errors import UserError
+from tests import user_commands
 from tests.conftest import encode_image, write_dataset
 from tests.engines import needs_estimator
 from tests.trainer.conftest import TINY_FLAGS, as_argv
@@ -68,36 +70,44 @@ def png_data(tmp_path_factory):
     return data
 
 
+@pytest.fixture(scope="module")
+def clean_data(tmp_path_factory):
+    """24 train and 11 eval JPEG records, 2 shards each; read only (data copies it)."""
+    return write_dataset(tmp_path_factory.mktemp("jpegs") / "data", {"train": 24, "eval": 11}, size=20)
+
+
 @pytest.fixture
-def data(tmp_path):
-    return write_dataset(tmp_path / "data", {"train": 24, "eval": 11}, size=20)
+def data(clean_data, tmp_path):
+    """This test's copy of clean_data, to damage."""
+    return shutil.copytree(clean_data, tmp_path / "data")
 
 
-def run_task(argv):
-    """The real command, as a user runs it: without the tests' TF_CPP_MIN_LOG_LEVEL, so the
-    trainer's own quieting (common/console.py) decides what TensorFlow prints."""
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "PYTHONWARNINGS")}
-    return subprocess.run([sys.executable, "-m", "trainer.task", *map(str, argv)],
-                          capture_output=True, text=True, timeout=600, env=env)
+def trainer_argv(data, out, **flags):
+    return as_argv({**TINY_FLAGS, "train_data_path": f"{data}/train-*",
+                    "eval_data_path": f"{data}/eval-*", "output_dir": out, **flags})
 
 
-def run_trainer(data, out, **flags):
-    return run_task(as_argv({**TINY_FLAGS, "train_data_path": f"{data}/train-*",
-                             "eval_data_path": f"{data}/eval-*", "output_dir": out, **flags}))
+def train_in_process(data, out, **flags):
+    """`python -m trainer.task` on data in this process: the chain, then the engine (trainer.task.main
+    without its console: a UserError is raised here where the command prints its one line)."""
+    from trainer import chain, task
+    params = chain.parse_params(trainer_argv(data, out, **flags))
+    return task.load_engine(params["engine"])(params)
 
 
-def one_line(result):
-    assert result.returncode == 2, result.stderr[-3000:]
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, lines
-    return lines[0]
+def refusal(data, out, **flags):
+    """The one line (after "error: ") the trainer command stops with, run in this process."""
+    with pytest.raises(UserError) as refused:
+        train_in_process(data, out, **flags)
+    assert "\n" not in str(refused.value)
+    return f"error: {refused.value}"
 
 
 def error_line(result):
     """The one error line of a run that failed mid-run: after it, nothing; before it, only
     the progress lines of the steps it trained (no traceback)."""
     assert result.returncode == 2, result.stderr[-3000:]
-    *before, last = result.stderr.strip().splitlines()
+    *before, last = user_commands.error_lines(result)
     assert all(line.startswith("step ") for line in before), before
     return last
 
@@ -106,11 +116,11 @@ def not_an_image(path, index):
     return f"error: record {index} of {path}{input_lib.NOT_AN_IMAGE}"
 
 
+@pytest.mark.trains
 @pytest.mark.parametrize("engine", ENGINES)
 def test_records_of_other_formats_train_evaluate_and_serve(png_data, tmp_path, engine):
     out = tmp_path / "out"
-    result = run_trainer(png_data, out, engine=engine)
-    assert result.returncode == 0, result.stderr[-3000:]
+    train_in_process(png_data, out, engine=engine)
     assert [r["global_step"] for r in eval_records.read_eval_results(out)] == [2, 4]
     export_dir = out / "export" / "image_classifier" / "4"
     records = tf.data.TFRecordDataset(str(png_data / "eval-00000-of-00002.tfrecord"))
@@ -127,21 +137,38 @@ def test_junk_bytes_are_refused_before_anything_is_written(data, tmp_path, engin
     path = data / f"{split}-{shard:05d}-of-00002.tfrecord"
     rewrite_images(path, junk_at(index))
     out = tmp_path / "out"
-    assert one_line(run_trainer(data, out, engine=engine)) == not_an_image(path, index)
+    assert refusal(data, out, engine=engine) == not_an_image(path, index)
     assert not out.exists()  # no params.json, no lock, no model.ckpt-0
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_junk_deeper_than_the_pre_run_sample_ends_the_run_in_one_line(data, tmp_path, engine):
-    """Record 7 of a 12-record shard: the pre-run check reads the first 3; one training call
-    of 4 steps of 8 reads every one of the 24 training records (shuffled, then repeated)."""
+def junk_deeper_than_the_sample(data):
+    """(path, index): record 7 of a 12-record shard made junk; the pre-run check reads the first 3."""
     index = data_checks.SAMPLE_RECORDS + 4
     path = data / "train-00000-of-00002.tfrecord"
     rewrite_images(path, junk_at(index))
+    return path, index
+
+
+@pytest.mark.trains
+@pytest.mark.parametrize("engine", ENGINES)
+def test_junk_deeper_than_the_pre_run_sample_ends_the_run_in_one_line(data, tmp_path, engine):
+    """One training call of 4 steps of 8 reads every one of the 24 training records (shuffled,
+    then repeated), so the junk record is always reached."""
+    path, index = junk_deeper_than_the_sample(data)
     out = tmp_path / "out"
-    assert error_line(run_trainer(data, out, engine=engine, mode="train",
-                                  steps_per_eval=4)) == not_an_image(path, index)
+    assert refusal(data, out, engine=engine, mode="train", steps_per_eval=4) == not_an_image(path, index)
     assert (out / table.PARAMS_FILE).exists()  # failed mid-run: the same command resumes
+
+
+@pytest.mark.process
+def test_junk_deeper_than_the_sample_ends_the_command_in_one_line_after_its_progress(data, tmp_path):
+    """The mid-run failure as the user's terminal shows it: progress lines, then the one error
+    line, no traceback, exit 2 (the Keras engine: both venvs)."""
+    path, index = junk_deeper_than_the_sample(data)
+    out = tmp_path / "out"
+    result = user_commands.run_trainer(*trainer_argv(data, out, engine="keras", mode="train", steps_per_eval=4))
+    assert error_line(result) == not_an_image(path, index)
+    assert (out / table.PARAMS_FILE).exists()
 
 
 def damaged_png(image):
@@ -149,6 +176,7 @@ def damaged_png(image):
     return b"\x89PNG\r\n\x1a\n" + image[8:]
 
 
+@pytest.mark.trains
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_damaged_image_deeper_than_the_sample_ends_the_run_in_one_line(data, tmp_path, engine):
     """The decode op names no record: the line names the globs and the command that finds it."""
@@ -157,8 +185,7 @@ def test_a_damaged_image_deeper_than_the_sample_ends_the_run_in_one_line(data, t
     # One training call of 4 steps (32 images) reads the whole first epoch of 24, so the
     # damaged record is always reached: rounds of 2 steps each start a new shuffled order
     # and read 16, which missed it in about one run in nine (the Estimator engine).
-    line = error_line(run_trainer(data, tmp_path / "out", engine=engine, mode="train",
-                                  steps_per_eval=4))
+    line = refusal(data, tmp_path / "out", engine=engine, mode="train", steps_per_eval=4)
     assert line.startswith(f"error: a record of '{data}/train-*' holds an image that does not decode (")
     assert line.endswith(f"): find it with python -m trainer.data.data_checks PATTERN --decode, "
                          f"then {input_lib.REWRITE}")

@@ -1,16 +1,16 @@
 """--use_tpu without a TPU to reach, and a warm start from a damaged checkpoint: one line, exit 2,
-nothing written (no lock, no params.json), both engines, through the real command.
+nothing written (no lock, no params.json), both engines. Each refusal is checked in this process
+(the UserError the command prints as its one line), and once through the real command.
 
     .venv/bin/python -m pytest tests/trainer/test_refused_before_writing.py
     .venv-keras/bin/python -m pytest tests/trainer/test_refused_before_writing.py   # Keras engine only
 """
-import os
-import subprocess
-import sys
 import time
 
 import pytest
 
+from common.user_errors import UserError
+from tests import user_commands
 from tests.conftest import free_port, write_dataset
 from tests.engines import needs_estimator
 from tests.trainer.conftest import TINY_FLAGS, as_argv
@@ -31,10 +31,14 @@ pytestmark = pytest.mark.skipif(bool(tpu.local_tpu_devices()), reason="this mach
 
 def run_trainer(*argv):
     """The real command, without the environment that names a TPU (as off a TPU VM)."""
-    dropped = ("TF_CPP_MIN_LOG_LEVEL", "PYTHONWARNINGS") + tpu.NAME_ENVIRONMENT
-    env = {k: v for k, v in os.environ.items() if k not in dropped}
-    return subprocess.run([sys.executable, "-m", "trainer.task", *map(str, argv)],
-                          capture_output=True, text=True, timeout=600, env=env)
+    return user_commands.run_trainer(*argv, env=user_commands.user_env(drop=tpu.NAME_ENVIRONMENT))
+
+
+@pytest.fixture
+def off_a_tpu_vm(monkeypatch):
+    """This process without the environment that names a TPU."""
+    for key in tpu.NAME_ENVIRONMENT:
+        monkeypatch.delenv(key, raising=False)
 
 
 @pytest.fixture(scope="module")
@@ -47,52 +51,68 @@ def argv_for(data, out, **overrides):
                     "eval_data_path": f"{data}/eval-*", "output_dir": out, **overrides})
 
 
+def refusal(argv):
+    """The line `python -m trainer.task ARGV` prints for its UserError, run in this process: the
+    chain, then the engine (trainer.task.main without its console)."""
+    from trainer import chain, task
+    with pytest.raises(UserError) as refused:
+        params = chain.parse_params(argv)
+        task.load_engine(params["engine"])(params)
+    assert "\n" not in str(refused.value)
+    return f"error: {refused.value}"
+
+
 def one_line(result):
     assert result.returncode == 2, result.stderr[-3000:]
-    lines = result.stderr.strip().splitlines()
+    lines = user_commands.error_lines(result)
     assert len(lines) == 1, lines
     return lines[0]
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_use_tpu_without_a_tpu_name_off_a_tpu_vm_writes_nothing(data, tmp_path, engine):
+@pytest.mark.process
+def test_use_tpu_off_a_tpu_vm_is_one_line_and_exit_code_2_from_the_command(data, tmp_path):
+    """The TPU refusals below, as the user's terminal shows them (the Keras engine: both venvs)."""
     out = tmp_path / "out"
-    assert one_line(run_trainer(*argv_for(data, out, engine=engine), "--use_tpu")) == NO_TPU
+    assert one_line(run_trainer(*argv_for(data, out, engine="keras"), "--use_tpu")) == NO_TPU
     assert not out.exists()
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_tpu_local_off_a_tpu_vm_never_reaches_params_json(data, tmp_path, engine):
-    """Refused before anything is written, fresh or resumed; the run without --use_tpu then works,
+def test_use_tpu_without_a_tpu_name_off_a_tpu_vm_writes_nothing(data, tmp_path, engine, off_a_tpu_vm):
+    out = tmp_path / "out"
+    assert refusal(argv_for(data, out, engine=engine) + ["--use_tpu"]) == NO_TPU
+    assert not out.exists()
+
+
+@pytest.mark.trains
+@pytest.mark.parametrize("engine", ENGINES)
+def test_tpu_local_off_a_tpu_vm_never_reaches_params_json(data, tmp_path, engine, off_a_tpu_vm,
+                                                          copy_of_tiny_run):
+    """Refused before anything is written, fresh or resumed (the directory it refused stays
+    absent, so a run without --use_tpu trains there as in a new one: the session's tiny run),
     and params.json never asks a later run for the TPU that was not there."""
     out = tmp_path / "out"
-    argv = argv_for(data, out, engine=engine, mode="train", train_steps=2)  # quick: train only
-    assert one_line(run_trainer(*argv, "--use_tpu", "--tpu", "local")) == NO_LOCAL_TPU
+    assert refusal(argv_for(data, out, engine=engine) + ["--use_tpu", "--tpu", "local"]) == NO_LOCAL_TPU
     assert not out.exists()
-    trained = run_trainer(*argv)
-    assert trained.returncode == 0, trained.stderr[-3000:]
-    params_json = (out / table.PARAMS_FILE).read_bytes()
-    files = sorted(p.name for p in out.iterdir())
-    resumed = run_trainer(*argv_for(data, out, engine=engine, mode="train", train_steps=4),
-                          "--use_tpu", "--tpu", "local")
-    assert one_line(resumed) == NO_LOCAL_TPU
-    assert (out / table.PARAMS_FILE).read_bytes() == params_json
-    assert sorted(p.name for p in out.iterdir()) == files
+    trained_on, run = copy_of_tiny_run(engine)
+    params_json = (run / table.PARAMS_FILE).read_bytes()
+    files = sorted(p.name for p in run.iterdir())
+    resumed = argv_for(trained_on, run, engine=engine, mode="train", train_steps=6)
+    assert refusal(resumed + ["--use_tpu", "--tpu", "local"]) == NO_LOCAL_TPU
+    assert (run / table.PARAMS_FILE).read_bytes() == params_json
+    assert sorted(p.name for p in run.iterdir()) == files
     assert b'"use_tpu": false' in params_json
 
 
-def test_a_tpu_that_is_found_but_does_not_start_leaves_no_params_json(data, tmp_path, monkeypatch, capsys):
+@pytest.mark.trains
+def test_a_tpu_that_is_found_but_does_not_start_leaves_no_params_json(data, tmp_path, monkeypatch):
     """The Keras engine starts its TPU when the driver makes the engine, before params.json:
     chips that are there (faked here) but do not start are one line."""
-    from trainer import task
     monkeypatch.setattr(tpu, "local_tpu_devices", lambda: ["/dev/accel0"])
     out = tmp_path / "out"
-    with pytest.raises(SystemExit) as exit_:
-        task.main(list(map(str, argv_for(data, out, engine="keras"))) + ["--use_tpu", "--tpu", "local"])
-    assert exit_.value.code == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert lines[-1].startswith("error: use_tpu: the TPU 'local' did not start: "), lines[-5:]
-    assert lines[-1].endswith("; or train on this machine's CPU/GPU with --no-use_tpu")
+    line = refusal(argv_for(data, out, engine="keras") + ["--use_tpu", "--tpu", "local"])
+    assert line.startswith("error: use_tpu: the TPU 'local' did not start: "), line
+    assert line.endswith("; or train on this machine's CPU/GPU with --no-use_tpu")
     assert not (out / table.PARAMS_FILE).exists()
 
 
@@ -115,29 +135,47 @@ def test_an_unreachable_tpu_is_one_line_in_seconds(monkeypatch, address, message
     assert str(error.value).endswith("; or train on this machine's CPU/GPU with --no-use_tpu")
 
 
-@pytest.fixture(scope="module")
-def source_run(data, tmp_path_factory):
-    """A finished 4-step Keras run (checkpoints 2 and 4): either engine warm starts from it."""
-    out = tmp_path_factory.mktemp("source") / "run"
-    result = run_trainer(*argv_for(data, out, engine="keras"))
-    assert result.returncode == 0, result.stderr[-3000:]
-    return out
+@pytest.fixture
+def damaged_source(tiny_run_of, tmp_path):
+    """damaged_source(suffix) -> a copy of the files of the session's finished Keras run (checkpoints
+    2 and 4; either engine warm starts from it) with model.ckpt-4<suffix> cut to 40 bytes."""
+    def damage(suffix):
+        source = tmp_path / "source"
+        source.mkdir()
+        for path in tiny_run_of("keras")[1].iterdir():
+            if path.is_file():
+                (source / path.name).write_bytes(path.read_bytes())
+        damaged = source / f"model.ckpt-4{suffix}"
+        damaged.write_bytes(damaged.read_bytes()[:40])
+        return source
+    return damage
 
 
+def damaged_source_line_start_and_end(source):
+    return (f"error: checkpoint {source}/model.ckpt-4 (step 4) is damaged: ",
+            f"move {source}/model.ckpt-4.* out of the directory to warm start from "
+            f"model.ckpt-2 (step 2), or restore the files from a copy")
+
+
+@pytest.mark.trains
 @pytest.mark.parametrize("suffix", [".index", ".data-00000-of-00001"])
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_damaged_warm_start_source_is_the_resume_s_one_line_before_the_lock(
-        data, source_run, tmp_path, engine, suffix):
-    source = tmp_path / "source"
-    source.mkdir()
-    for path in source_run.iterdir():
-        if path.is_file():
-            (source / path.name).write_bytes(path.read_bytes())
-    damaged = source / f"model.ckpt-4{suffix}"
-    damaged.write_bytes(damaged.read_bytes()[:40])
+        data, damaged_source, tmp_path, engine, suffix):
+    source = damaged_source(suffix)
     out = tmp_path / "out"
-    line = one_line(run_trainer(*argv_for(data, out, engine=engine, warm_start_from=source)))
-    assert line.startswith(f"error: checkpoint {source}/model.ckpt-4 (step 4) is damaged: ")
-    assert line.endswith(f"move {source}/model.ckpt-4.* out of the directory to warm start from "
-                         f"model.ckpt-2 (step 2), or restore the files from a copy")
+    line = refusal(argv_for(data, out, engine=engine, warm_start_from=source))
+    start, end = damaged_source_line_start_and_end(source)
+    assert line.startswith(start) and line.endswith(end), line
+    assert not out.exists()
+
+
+@pytest.mark.process
+@pytest.mark.trains
+def test_a_damaged_warm_start_source_is_one_line_and_exit_code_2_from_the_command(data, damaged_source, tmp_path):
+    source = damaged_source(".index")
+    out = tmp_path / "out"
+    line = one_line(run_trainer(*argv_for(data, out, engine="keras", warm_start_from=source)))
+    start, end = damaged_source_line_start_and_end(source)
+    assert line.startswith(start) and line.endswith(end), line
     assert not out.exists()
