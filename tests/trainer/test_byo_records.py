@@ -1,12 +1,14 @@
 """Your own TFRecords: records written exactly as tensorflow/tpu's imagenet_to_gcs.py writes
 them (its _convert_to_example, key for key: 1-based labels, image/class/synset, validation-*
 files without extension, no labels.txt or metadata.json) train, evaluate and export with
-the right class names (trainer/data/byo_records.py).
+the right class names (trainer/data/byo_records.py). The records are written once for the
+module (read only); a test that changes them takes its own copy.
 
     .venv/bin/python -m pytest tests/trainer/test_byo_records.py
 """
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -17,7 +19,7 @@ from tests.conftest import encode_image
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from trainer.data import byo_records, data_checks, input as input_lib
 from trainer.run import eval_records
-from trainer import chain
+from trainer import chain, task
 from trainer.run import params_file
 from trainer.estimator import loop
 
@@ -51,9 +53,16 @@ def class_image(index, seed, height=20, width=24):
     return encode_image(np.clip(np.array(COLOURS[index]) + noise, 0, 255))
 
 
+@pytest.fixture(scope="module")
+def imagenet_dir(tmp_path_factory):
+    """Read only: a test that rewrites records takes own_imagenet_dir."""
+    return write_imagenet_dir(tmp_path_factory.mktemp("byo") / "imagenet")
+
+
 @pytest.fixture
-def imagenet_dir(tmp_path):
-    return write_imagenet_dir(tmp_path / "imagenet")
+def own_imagenet_dir(imagenet_dir, tmp_path):
+    """This test's copy of the records, to truncate or rewrite."""
+    return shutil.copytree(imagenet_dir, tmp_path / "imagenet")
 
 
 def write_imagenet_dir(directory):
@@ -80,6 +89,7 @@ def byo_argv(data, out, **extra):
     return as_argv(flags)
 
 
+@pytest.mark.trains
 def test_tpu_records_train_evaluate_and_export_with_their_synsets(imagenet_dir, tmp_path):
     out = tmp_path / "out"
     # 80 steps: batch norm's moving averages (which evaluation uses) need them; 15 of 15
@@ -113,7 +123,8 @@ def test_counts_are_read_once_then_come_from_the_cache(imagenet_dir, tmp_path, m
         24, 9, first["labels"])
 
 
-def test_cached_counts_are_not_read_again_before_a_run(imagenet_dir, tmp_path, monkeypatch):
+def test_cached_counts_are_not_read_again_before_a_run(own_imagenet_dir, tmp_path, monkeypatch):
+    imagenet_dir = own_imagenet_dir
     params = chain.parse_params(byo_argv(imagenet_dir, tmp_path / "out"))
     monkeypatch.setattr(input_lib, "count_records", lambda files: pytest.fail("counted again"))
     data_checks.check_before_run(params)  # the eval count matches OUT/record_counts.json
@@ -197,22 +208,26 @@ def test_class_names_come_from_image_class_text_without_a_synset(tmp_path):
     assert params["labels"] == list(SYNSETS) and params["label_offset"] == 0
 
 
-def test_tpu_records_of_pngs_train_and_junk_in_them_is_refused_before_training(imagenet_dir, tmp_path):
+@pytest.mark.trains
+def test_tpu_records_of_pngs_train_and_junk_in_them_is_refused_before_training(own_imagenet_dir, tmp_path,
+                                                                              capsys):
     """Other tools write PNGs too (the trainer decodes them as serving does); junk bytes are
-    refused in one line naming the file and record, before params.json or a checkpoint."""
-    from tests.trainer.test_image_records import in_other_formats, junk_at, rewrite_images, run_task
+    refused in one line naming the file and record, before params.json or a checkpoint (the
+    refusal as a real command: tests/trainer/test_image_records.py)."""
+    from tests.trainer.test_image_records import in_other_formats, junk_at, rewrite_images
+    imagenet_dir = own_imagenet_dir
     for path in imagenet_dir.iterdir():
         rewrite_images(path, in_other_formats)
     out = tmp_path / "out"
-    argv = byo_argv(imagenet_dir, out, train_steps=2, steps_per_eval=2, mode="train_and_eval")
-    trained = run_task(argv)
-    assert trained.returncode == 0, trained.stderr[-3000:]
+    task.main(byo_argv(imagenet_dir, out, train_steps=2, steps_per_eval=2, mode="train_and_eval"))
     assert [r["global_step"] for r in eval_records.read_eval_results(out)] == [2]
     junk = imagenet_dir / "validation-00000-of-00001"
     rewrite_images(junk, junk_at(1))
     fresh = tmp_path / "fresh"
-    refused = run_task(byo_argv(imagenet_dir, fresh))
-    assert refused.returncode == 2, refused.stderr[-3000:]
-    assert refused.stderr.strip() == f"error: record 1 of {junk}{input_lib.NOT_AN_IMAGE}"
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as refused:
+        task.main(byo_argv(imagenet_dir, fresh))
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.strip() == f"error: record 1 of {junk}{input_lib.NOT_AN_IMAGE}"
     # The chain's record count cache (record_counts.json) is the only file: no run started.
     assert sorted(p.name for p in fresh.iterdir()) == [byo_records.CACHE_FILE]
