@@ -20,8 +20,8 @@ def check_before_tensorflow(flag_values, config_path, output_dir):
     """Raises the chain's ConfigError for a bad typed or --config value, where the chain would see
     exactly these values (no earlier run's params.json, nothing on gs://); else returns None.
     output_dir: the run's, as the chain resolves it (a tuning trial's subdirectory)."""
-    if is_remote(output_dir) or is_remote(config_path):
-        return
+    if not output_dir or is_remote(output_dir) or is_remote(config_path):
+        return  # no output_dir typed: the chain may take it from elsewhere (an earlier check's test)
     if output_dir and os.path.exists(os.path.join(output_dir, table.PARAMS_FILE)):
         return  # a saved run's settings join the chain: it judges them with TensorFlow's file access
     config_values = config_file.read_config_file(config_path) if config_path else {}
