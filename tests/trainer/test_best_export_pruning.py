@@ -1,17 +1,20 @@
 """OUT/best_export keeps one version: the new best; every other numbered directory goes,
 complete or not (common/export_versions.py says which directories are versions). A tie on
-the best-export metric goes to the lower eval loss, through the real command.
+the best-export metric goes to the lower eval loss, on a copy of the session's finished run
+(tests/trainer/conftest.py tiny_run_of).
 
     .venv/bin/python -m pytest tests/trainer/test_best_export_pruning.py -q
 """
 import json
 import os
 import shutil
-import subprocess
-import sys
+
+import pytest
 
 from common import export_versions, signature
 from tests.engines import needs_estimator
+from tests.trainer.conftest import TINY_FLAGS, as_argv
+from trainer import task
 from trainer.run import eval_records, evaluations
 
 
@@ -26,17 +29,12 @@ def test_remove_other_versions_keeps_the_new_best_and_what_is_not_a_version(tmp_
     assert export_versions.list_versions(str(tmp_path)) == [7]
 
 
-def run_task(argv, repo_root):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    done = subprocess.run([sys.executable, "-m", "trainer.task", *argv], cwd=repo_root, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-
-
 @needs_estimator
-def test_a_tie_on_the_metric_exports_the_step_of_lower_loss(tiny_argv, repo_root, tmp_path):
-    out = tmp_path / "out"
-    run_task(tiny_argv, repo_root)  # evaluations at steps 2 and 4
+@pytest.mark.trains
+def test_a_tie_on_the_metric_exports_the_step_of_lower_loss(copy_of_tiny_run):
+    data, out = copy_of_tiny_run("estimator")  # evaluations at steps 2 and 4
+    argv = as_argv(dict(TINY_FLAGS, train_data_path=f"{data}/train-*", eval_data_path=f"{data}/eval-*",
+                        output_dir=out))
     first, second = eval_records.read_eval_results(out)
     # As if step 2 had scored step 4's accuracy with a higher loss, and the run had been killed
     # before step 4's evaluation was recorded: the same command evaluates step 4 first.
@@ -44,7 +42,7 @@ def test_a_tie_on_the_metric_exports_the_step_of_lower_loss(tiny_argv, repo_root
     (out / eval_records.RESULTS_FILE).write_text(json.dumps(first) + "\n")
     best_base = out / signature.BEST_EXPORT_SUBDIR / "image_classifier"
     shutil.rmtree(best_base / "4", ignore_errors=True)
-    run_task(tiny_argv, repo_root)
+    task.main(argv)
     tied = eval_records.read_eval_results(out)[-1]
     assert (tied["global_step"], tied["accuracy"]) == (4, first["accuracy"])
     assert tied["best_export"] == f"{signature.BEST_EXPORT_SUBDIR}/image_classifier/4"

@@ -2,20 +2,22 @@
 
     .venv/bin/python -m pytest tests/trainer/test_cli_output.py
 """
-import os
+import glob
 import re
-import subprocess
-import sys
 
+import pytest
+
+from tests.conftest import write_dataset
 from tests.trainer.conftest import TINY_FLAGS, as_argv
-from trainer.settings import table
+from tests.user_commands import run, run_trainer
 from trainer.run import progress
+from trainer.settings import table
 
 
-def run_module(module, *argv):
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "PYTHONWARNINGS")}
-    return subprocess.run([sys.executable, "-m", module, *map(str, argv)], capture_output=True,
-                          text=True, timeout=300, env=env)
+@pytest.fixture(scope="module")
+def tiny_dataset(tmp_path_factory):
+    """This module's runs only read it: written once (tests/trainer/conftest.py's is per test)."""
+    return write_dataset(tmp_path_factory.mktemp("tiny") / "data", {"train": 24, "eval": 11}, size=20)
 
 
 def test_every_setting_has_one_described_flag_in_a_group():
@@ -26,25 +28,27 @@ def test_every_setting_has_one_described_flag_in_a_group():
     assert [title.split(":")[0] for title, _ in table.GROUPS][:2] == ["Run", "TPU"]
 
 
+@pytest.mark.process
 def test_help_is_grouped_explained_and_free_of_library_lines():
-    result = run_module("trainer.task", "--help")
+    result = run_trainer("--help")
     assert result.returncode == 0
     assert result.stdout.startswith("usage: python -m trainer.task") and result.stderr == ""
     assert "\nTPU: off by default" in result.stdout and "\nModel:\n" in result.stdout
     assert "--mode {train_and_eval,evaluate,export,predict" in result.stdout
     assert "--model {" in result.stdout and "small_cnn" in result.stdout
     assert "glob of training TFRecords" in result.stdout
-    xla = run_module("trainer.estimator.xla_check", "--help")
+    xla = run("trainer.estimator.xla_check", "--help")
     assert xla.stdout.startswith("usage: python -m trainer.estimator.xla_check") and xla.stderr == ""
     assert "TPU readiness without a TPU" in xla.stdout
 
 
+@pytest.mark.process
 def test_a_run_prints_progress_eval_lines_and_a_summary_only(tiny_dataset, tmp_path):
     out = tmp_path / "out"
     argv = as_argv(dict(TINY_FLAGS, train_data_path=f"{tiny_dataset}/train-*",
                         eval_data_path=f"{tiny_dataset}/eval-*", output_dir=out,
                         progress_seconds=1000))
-    result = run_module("trainer.task", *argv)
+    result = run_trainer(*argv)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = (result.stderr + result.stdout).strip().splitlines()
     assert not [line for line in lines if "tensorflow" in line.lower() or "Warning" in line], lines
@@ -61,11 +65,12 @@ def test_a_run_prints_progress_eval_lines_and_a_summary_only(tiny_dataset, tmp_p
     assert len(lines) <= 10
 
 
+@pytest.mark.process
 def test_verbose_brings_the_library_lines_back(tiny_dataset, tmp_path):
     argv = as_argv(dict(TINY_FLAGS, train_data_path=f"{tiny_dataset}/train-*",
                         eval_data_path=f"{tiny_dataset}/eval-*", output_dir=tmp_path / "out",
-                        train_steps=2, steps_per_eval=2))
-    result = run_module("trainer.task", *argv, "-v")
+                        train_steps=2, steps_per_eval=2, mode="train"))  # no eval or export: not needed here
+    result = run_trainer(*argv, "-v")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Saving checkpoints for 2" in result.stderr
 
@@ -76,23 +81,25 @@ def test_progress_line_format():
     assert progress.format_line(3, 10, None, None, None) == "step 3/10"
 
 
-def test_a_run_writes_tensorboards_hparams_view(tiny_params):
+@pytest.mark.trains
+def test_a_run_writes_tensorboards_hparams_view(tiny_run_of):
     from tensorboard.plugins.hparams import plugin_data_pb2
-    from trainer.run import hparams_view
-    from trainer.estimator import loop
-    loop.run(dict(tiny_params, train_steps=2, steps_per_eval=2))
-    import glob
     import tensorflow as tf
+    from trainer import chain
+    from trainer.run import hparams_view
+    data, out = tiny_run_of("estimator")  # read only; two training rounds, one run
+    params = chain.parse_params(as_argv(dict(TINY_FLAGS, train_data_path=f"{data}/train-*",
+                                             eval_data_path=f"{data}/eval-*", output_dir=out)))
     sessions = []
-    for path in glob.glob(f"{tiny_params['output_dir']}/events.out.tfevents.*"):
+    for path in glob.glob(f"{out}/events.out.tfevents.*"):
         for event in tf.compat.v1.train.summary_iterator(path):
             for value in event.summary.value:
                 if value.metadata.plugin_data.plugin_name == "hparams":
-                    data = plugin_data_pb2.HParamsPluginData.FromString(
+                    plugin = plugin_data_pb2.HParamsPluginData.FromString(
                         value.metadata.plugin_data.content)
-                    if data.HasField("session_start_info"):
-                        sessions.append(data.session_start_info.hparams)
+                    if plugin.HasField("session_start_info"):
+                        sessions.append(plugin.session_start_info.hparams)
     assert len(sessions) == 1
     assert sessions[0]["model"].string_value == "small_cnn"
-    assert sessions[0]["image_size"].number_value == tiny_params["image_size"]
-    assert set(sessions[0]) == set(hparams_view.hparam_values(tiny_params))
+    assert sessions[0]["image_size"].number_value == params["image_size"]
+    assert set(sessions[0]) == set(hparams_view.hparam_values(params))

@@ -1,5 +1,6 @@
 """Early stopping: the decision on plain records, and a real run that stops, exports its best,
-says why, and (resumed) remembers how long it has waited.
+says why, and (resumed) remembers how long it has waited: a copy of the session's finished run
+(tests/trainer/conftest.py tiny_run_of), resumed.
 
     .venv/bin/python -m pytest tests/trainer/test_early_stopping.py
 """
@@ -62,9 +63,12 @@ def test_metric_names_are_checked_before_a_run(metric, ok):
     assert (checks.value_problem("early_stopping_metric", metric) is None) == ok
 
 
-def test_an_unknown_metric_fails_at_the_command_line(tiny_argv):
+def test_an_unknown_metric_fails_at_the_command_line(tmp_path):
+    # Refused from the flags alone: no dataset needed to judge it.
+    argv = as_argv(dict(TINY_FLAGS, train_data_path=f"{tmp_path}/train-*", eval_data_path=f"{tmp_path}/eval-*",
+                        output_dir=tmp_path / "out", early_stopping_metric="auc"))
     with pytest.raises(checks.ConfigError, match=r"early_stopping_metric='auc' \(flag --early_stopping_metric\) must be an eval metric"):
-        chain.parse_params(tiny_argv + ["--early_stopping_metric=auc"])
+        chain.parse_params(argv)
 
 
 def rewrite_results(out, accuracies):
@@ -79,11 +83,11 @@ def rewrite_results(out, accuracies):
     return eval_records.path_in_run(str(out), best_export)
 
 
-def test_a_resumed_run_remembers_its_patience_stops_and_exports_its_best(tiny_dataset, tmp_path):
-    out = tmp_path / "out"
-    flags = dict(TINY_FLAGS, train_data_path=f"{tiny_dataset}/train-*",
-                 eval_data_path=f"{tiny_dataset}/eval-*", output_dir=out)
-    loop.run(chain.parse_params(as_argv(flags)))  # evaluations at steps 2 and 4
+@pytest.mark.trains
+def test_a_resumed_run_remembers_its_patience_stops_and_exports_its_best(copy_of_tiny_run):
+    data, out = copy_of_tiny_run("estimator")  # evaluations at steps 2 and 4
+    flags = dict(TINY_FLAGS, train_data_path=f"{data}/train-*", eval_data_path=f"{data}/eval-*",
+                 output_dir=out)
     # The step-2 evaluation was the best (accuracy 1.0 cannot be beaten), step 4's is one
     # evaluation without improvement: with patience 2, one more evaluation stops the run.
     best_export = rewrite_results(out, [1.0, 0.5])

@@ -94,14 +94,16 @@ def test_per_class_accuracy_is_each_rows_hit_rate():
     assert accuracies[2] == pytest.approx(0.5)
 
 
-def test_each_evaluation_writes_the_matrix_and_per_class_accuracy(tiny_params):
-    """A real run: at every eval step an image and a scalar per class, and the per-class
-    accuracies average to the run's own mean_per_class_accuracy; the record holds no matrix."""
-    from trainer.estimator import loop
-    params = dict(tiny_params, train_steps=4, steps_per_eval=2)
-    loop.run(params)
-    records = eval_records.read_eval_results(params["output_dir"])
-    tags = read_eval_events(f"{params['output_dir']}/eval")
+@pytest.mark.process
+@pytest.mark.trains
+def test_each_evaluation_writes_the_matrix_and_per_class_accuracy(tiny_run_of):
+    """A real run (the session's: 4 steps, evaluated at 2 and 4): at every eval step an image and
+    a scalar per class, and the per-class accuracies average to the run's own
+    mean_per_class_accuracy; the record holds no matrix. A real TensorBoard lists the image."""
+    _, out = tiny_run_of("estimator")  # read only
+    params = json.loads((out / "params.json").read_text())
+    records = eval_records.read_eval_results(str(out))
+    tags = read_eval_events(f"{out}/eval")
     steps = {record["global_step"] for record in records}
     assert steps == {2, 4} and set(tags["confusion_matrix"]) == steps
     image = tags["confusion_matrix"][4]
@@ -113,6 +115,6 @@ def test_each_evaluation_writes_the_matrix_and_per_class_accuracy(tiny_params):
                   for label in params["labels"]]
         assert np.mean(values) == pytest.approx(record["mean_per_class_accuracy"], abs=1e-5)
         assert objective_metrics.CONFUSION_MATRIX_METRIC not in record
-    assert tensorboard_tags(params["output_dir"], "images") == {"confusion_matrix"}
-    text = open(f"{params['output_dir']}/{eval_records.RESULTS_FILE}").read()
+    assert tensorboard_tags(str(out), "images") == {"confusion_matrix"}
+    text = (out / eval_records.RESULTS_FILE).read_text()
     assert "confusion" not in text and json.loads(text.splitlines()[0])["global_step"] == 2

@@ -1,9 +1,10 @@
 """--engine keras end to end on a tiny dataset: the run directory contract of the Estimator engine.
 
-One run in process (train, evaluate, export, rerun, report), then the refusal to resume it
-with the other engine, the knobs (moving average, label smoothing, momentum, step
-schedule) in one short run, evaluate/export modes, warm start from an Estimator run, and
-the TPU route as far as a CPU goes (a fake resolver; a real TPUStrategy needs a TPU).
+The session's finished Keras run (tests/trainer/conftest.py tiny_run_of), copied: its run
+directory, a rerun, predict mode and the report, then the refusal to resume it with the other
+engine; the knobs (moving average, label smoothing, momentum, step schedule) in one short run,
+evaluate/export modes, warm start from the session's Estimator run, and the TPU route as far as
+a CPU goes (a fake resolver; a real TPUStrategy needs a TPU).
 
     .venv/bin/python -m pytest tests/trainer/test_keras_engine.py
 """
@@ -15,6 +16,7 @@ import pytest
 import tensorflow as tf
 
 from common import signature, warmup
+from tests.conftest import write_dataset
 from tests.engines import needs_estimator
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from tests.trainer.run_checks import (check_eval_counts_every_example_once, check_rerun_changes_nothing,
@@ -27,6 +29,12 @@ from trainer.report import __main__ as report_main
 from trainer.run import checkpoints, eval_records, variable_names
 
 KERAS = ["--engine=keras"]
+
+
+@pytest.fixture(scope="module")
+def tiny_dataset(tmp_path_factory):
+    """This module's tests only read it: written once (tests/trainer/conftest.py's is per test)."""
+    return write_dataset(tmp_path_factory.mktemp("tiny") / "data", {"train": 24, "eval": 11}, size=20)
 
 
 def check_run_directory(params, export_dir):
@@ -72,10 +80,18 @@ def check_predict_mode(params, export_dir):
         np.testing.assert_allclose([by_class[label] for label in params["labels"]], row, atol=1e-5)
 
 
-def test_a_keras_run_keeps_the_run_directory_contract(tiny_argv, capsys):
-    argv = tiny_argv + KERAS
-    export_dir = task.main(argv)
+def tiny_run_argv(data, out, engine="keras", **flags):
+    """argv of tiny_run_of's run (tests/trainer/conftest.py) of that engine, output_dir out."""
+    return as_argv(dict(TINY_FLAGS, train_data_path=f"{data}/train-*", eval_data_path=f"{data}/eval-*",
+                        output_dir=out, engine=engine, **flags))
+
+
+@pytest.mark.trains
+def test_a_keras_run_keeps_the_run_directory_contract(copy_of_tiny_run, capsys):
+    data, out = copy_of_tiny_run("keras")  # the session's finished run: ours to rerun and refuse
+    argv = tiny_run_argv(data, out)
     params = chain.parse_params(argv)
+    export_dir = os.path.join(out, signature.EXPORT_SUBDIR, "image_classifier", "4")
     check_run_directory(params, export_dir)
     check_eval_counts_every_example_once(params, export_dir)
     check_rerun_changes_nothing(params, argv)
@@ -84,13 +100,14 @@ def test_a_keras_run_keeps_the_run_directory_contract(tiny_argv, capsys):
     assert os.path.getsize(os.path.join(params["output_dir"], "report.html")) > 1000
     capsys.readouterr()
     with pytest.raises(SystemExit) as exit_info:  # its checkpoints are the Keras engine's
-        task.main(tiny_argv + ["--engine=estimator", "--train_steps=6"])
+        task.main(tiny_run_argv(data, out, engine="estimator", train_steps=6))
     error = capsys.readouterr().err.strip()
     assert exit_info.value.code == 2 and len(error.splitlines()) == 1
     assert "holds checkpoints of a run built with other settings: engine 'keras' -> 'estimator'" in error
     assert eval_records.read_eval_results(params["output_dir"])[-1]["global_step"] == 4
 
 
+@pytest.mark.trains
 def test_the_knobs_train_and_the_averages_are_what_is_evaluated(tiny_dataset, tmp_path):
     """Moving average, label smoothing, momentum and the step schedule in one run; the record of
     the final step is the evaluation of the averaged weights."""
@@ -118,18 +135,17 @@ def contract_predictions(export_dir, jpegs):
 
 
 @needs_estimator
-def test_evaluate_and_export_modes_and_warm_start_from_an_estimator_run(tiny_argv, tiny_params, tmp_path):
+@pytest.mark.trains
+def test_evaluate_and_export_modes_and_warm_start_from_an_estimator_run(tiny_run_of, tmp_path):
     """An Estimator run warm-starts a Keras run (checkpoints read by name); --mode evaluate and
     --mode export then act on the Keras run's directory."""
-    from trainer.estimator import loop
-    loop.run(dict(tiny_params, train_steps=2))
-    source = tiny_params["output_dir"]
+    data, source = tiny_run_of("estimator")  # read only: a warm start reads its latest checkpoint
     out = str(tmp_path / "keras_out")
-    argv = [a for a in tiny_argv if not a.startswith("--output_dir")] + KERAS + [
-        f"--output_dir={out}", f"--warm_start_from={source}", "--warm_start_exclude=",
-        "--train_steps=2", "--learning_rate=1e-9", "--warmup_steps=0"]
+    argv = tiny_run_argv(data, out, warm_start_from=source, warm_start_exclude="", train_steps=2,
+                         learning_rate=1e-9, warmup_steps=0)
     task.main(argv)
-    before, after = tf.train.load_checkpoint(f"{source}/model.ckpt-2"), tf.train.load_checkpoint(f"{out}/model.ckpt-2")
+    before = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(source)))
+    after = tf.train.load_checkpoint(f"{out}/model.ckpt-2")
     np.testing.assert_allclose(after.get_tensor(variable_names.network_key("logits/kernel")),
                                before.get_tensor("logits/kernel"), atol=1e-6)  # a 1e-9 rate moves nothing
     record = task.main([f"--output_dir={out}", "--mode=evaluate"])
@@ -172,6 +188,7 @@ def test_use_tpu_builds_tpu_strategy_from_the_tpu_settings(tiny_params, monkeypa
         strategy_lib.make_strategy(dict(params, train_batch_size=12))
 
 
+@pytest.mark.trains  # 9 steps through the engine's own train(), not a mode
 def test_cpu_run_builds_no_tpu_and_runs_iterations_per_loop_steps_per_call(tiny_params, monkeypatch):
     """Off TPU: the default strategy. Each call of the train function runs iterations_per_loop
     steps (steps_per_execution), cut at every checkpoint step and at the round's end."""

@@ -1,5 +1,8 @@
 """The whole loop in process: train, evaluate, export, reload the export and predict JPEGs.
 
+The trained run is the session's (tests/trainer/conftest.py tiny_run_of); the small tests read
+one dataset written once for the module.
+
     .venv/bin/python -m pytest tests/trainer/test_loop.py
 """
 import json
@@ -10,18 +13,23 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from common import export_versions, signature, warmup
-
-from trainer.estimator import loop
-from trainer.export import contract, staging
-
-from trainer.run import checkpoints, eval_records
-from common import image_ops
-from trainer import task
+from common import export_versions, image_ops, signature, warmup
+from tests.conftest import write_dataset
+from tests.trainer.conftest import TINY_FLAGS, as_argv
 from tests.trainer.run_checks import (check_eval_counts_every_example_once, check_rerun_changes_nothing,
                                       served_predictions, summary_tags)
+from trainer import chain, task
+from trainer.estimator import loop
+from trainer.export import contract, staging
+from trainer.run import checkpoints, eval_records
 
 ModeKeys = tf.estimator.ModeKeys
+
+
+@pytest.fixture(scope="module")
+def tiny_dataset(tmp_path_factory):
+    """This module's tests only read it: written once (tests/trainer/conftest.py's is per test)."""
+    return write_dataset(tmp_path_factory.mktemp("tiny") / "data", {"train": 24, "eval": 11}, size=20)
 
 
 def checkpoint_predictions(run_params, jpegs):
@@ -53,35 +61,46 @@ def check_outputs(params, export_dir):
     contract.check_export(export_dir)  # exactly the contract's signatures, no TPU ops
 
 
-def test_full_run_exports_a_model_that_serves_jpegs(tiny_params, tiny_argv, make_jpeg):
-    export_dir = loop.run(tiny_params)
-    check_outputs(tiny_params, export_dir)
-    check_eval_counts_every_example_once(tiny_params, export_dir)
-    check_rerun_changes_nothing(tiny_params, tiny_argv)
+def tiny_run_argv(data, out, **flags):
+    """argv of tiny_run_of's run (tests/trainer/conftest.py) with output_dir out."""
+    return as_argv(dict(TINY_FLAGS, train_data_path=f"{data}/train-*", eval_data_path=f"{data}/eval-*",
+                        output_dir=out, engine="estimator", **flags))
+
+
+@pytest.mark.trains
+def test_full_run_exports_a_model_that_serves_jpegs(tiny_run_of, copy_of_tiny_run, make_jpeg):
+    data, out = tiny_run_of("estimator")  # read only: the rerun below takes a copy
+    params = chain.parse_params(tiny_run_argv(data, out))
+    export_dir = os.path.join(out, signature.EXPORT_SUBDIR, "image_classifier", "4")
+    check_outputs(params, export_dir)
+    check_eval_counts_every_example_once(params, export_dir)
+    copy_data, copy = copy_of_tiny_run("estimator")
+    copy_params = chain.parse_params(tiny_run_argv(copy_data, copy))
+    check_rerun_changes_nothing(copy_params, tiny_run_argv(copy_data, copy))
     jpegs = [make_jpeg(20, 20, seed=1), make_jpeg(28, 24, seed=2), make_jpeg(20, 20, seed=3, mode="L")]
     served = served_predictions(export_dir, signature.SIGNATURE_DEFAULT, jpegs)
     assert served[signature.OUTPUT_PROBABILITIES].shape == (3, 3)
     np.testing.assert_array_equal(served[signature.OUTPUT_CLASS_IDS],
                                   served[signature.OUTPUT_PROBABILITIES].argmax(axis=1))
-    labels = np.array(tiny_params["labels"], dtype=object)
+    labels = np.array(params["labels"], dtype=object)
     assert [c.decode() for c in served[signature.OUTPUT_CLASSES]] == \
         list(labels[served[signature.OUTPUT_CLASS_IDS]])
     # No train/serve skew: the export equals the checkpoint under eval preprocessing.
     np.testing.assert_allclose(served[signature.OUTPUT_PROBABILITIES],
-                               checkpoint_predictions(tiny_params, jpegs), rtol=1e-5, atol=1e-6)
+                               checkpoint_predictions(copy_params, jpegs), rtol=1e-5, atol=1e-6)
     keyed = served_predictions(export_dir, signature.SIGNATURE_KEYED, jpegs, keys=[b"a", b"b", b"c"])
     assert list(keyed[signature.OUTPUT_KEY]) == [b"a", b"b", b"c"]
     np.testing.assert_allclose(keyed[signature.OUTPUT_PROBABILITIES], served[signature.OUTPUT_PROBABILITIES])
 
 
-def test_evaluate_and_export_modes_on_an_existing_output_dir(tiny_params, tiny_argv):
-    out = tiny_params["output_dir"]
-    loop.run(dict(tiny_params, train_steps=2, steps_per_eval=2))
-    record = task.main(tiny_argv + ["--mode=evaluate", "--train_steps=2"])
-    assert record["global_step"] == 2 and len(eval_records.read_eval_results(out)) == 2
+@pytest.mark.trains
+def test_evaluate_and_export_modes_on_an_existing_output_dir(copy_of_tiny_run):
+    data, out = copy_of_tiny_run("estimator")  # finished at step 4, evaluated at 2 and 4
+    record = task.main(tiny_run_argv(data, out, mode="evaluate"))
+    assert record["global_step"] == 4 and len(eval_records.read_eval_results(str(out))) == 3
     tf.io.gfile.rmtree(os.path.join(out, "export"))
     exported = task.main([f"--output_dir={out}", "--mode=export"])  # everything else from params.json
-    assert exported == os.path.join(out, "export", "image_classifier", "2")
+    assert exported == os.path.join(out, "export", "image_classifier", "4")
     contract.check_export(exported)
 
 

@@ -1,6 +1,8 @@
 """What a short run writes as it trains: TensorBoard's training scalars at every
 --save_summary_steps (not only where a training call ends), each progress line once, and
-the progress line's loss that of TensorBoard's.
+the progress line's loss that of TensorBoard's. In this process: the lines are the
+"trainer.run.progress" logger's, on the stderr pytest captures (what a terminal shows of a whole
+run: tests/trainer/test_cli_output.py).
 
     .venv/bin/python -m pytest tests/trainer/test_training_output.py
 """
@@ -8,14 +10,16 @@ import collections
 import glob
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
 
+from tests.conftest import write_dataset
 from tests.engines import needs_estimator
 from tests.trainer.conftest import TINY_FLAGS, as_argv
+from trainer import task
+
+pytestmark = pytest.mark.trains
 
 # Where each engine writes the training scalars of an 8-step run, --save_summary_steps 2: the
 # Keras engine at each multiple (the step's own logs); the Estimator's SummarySaverHook at the
@@ -44,45 +48,50 @@ def training_scalar_steps(output_dir):
     return {tag: sorted(found) for tag, found in steps.items()}
 
 
-def run_trainer(repo_root, flags):
-    result = subprocess.run([sys.executable, "-m", "trainer.task", *as_argv(flags)], cwd=repo_root,
-                            capture_output=True, text=True, timeout=300,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
+@pytest.fixture(scope="module")
+def tiny_dataset(tmp_path_factory):
+    """This module's runs only read it: written once (tests/trainer/conftest.py's is per test)."""
+    return write_dataset(tmp_path_factory.mktemp("tiny") / "data", {"train": 24, "eval": 11}, size=20)
+
+
+def stderr_of_run(flags, capsys):
+    """What trainer.task writes to stderr as it runs flags, in this process."""
+    capsys.readouterr()
+    task.main(as_argv(flags))
+    return capsys.readouterr().err
 
 
 @pytest.mark.parametrize("engine", [pytest.param("estimator", marks=needs_estimator), "keras"])
 def test_summaries_at_every_save_summary_steps_and_each_progress_line_once(tiny_dataset, tmp_path,
-                                                                         repo_root, engine):
+                                                                         capsys, engine):
     out = tmp_path / "out"
     # Two rounds of one 4-step call each (save_checkpoints_steps 4 ends the calls); the first
     # call traces the train function, so it outlasts --progress_seconds 1 and prints on time.
-    result = run_trainer(repo_root, dict(
+    stderr = stderr_of_run(dict(
         TINY_FLAGS, train_data_path=f"{tiny_dataset}/train-*", eval_data_path=f"{tiny_dataset}/eval-*",
         output_dir=out, engine=engine, train_steps=8, steps_per_eval=4, save_checkpoints_steps=4,
-        save_summary_steps=2, progress_seconds=1))
+        save_summary_steps=2, progress_seconds=1), capsys)
     assert training_scalar_steps(out) == {tag: SUMMARY_STEPS[engine]
                                           for tag in ("loss", "learning_rate", "train_accuracy")}
-    progress = [line for line in result.stderr.splitlines() if re.match(r"step \d+/8", line)]
+    progress = [line for line in stderr.splitlines() if re.match(r"step \d+/8", line)]
     shown = [line.split()[1] for line in progress]
-    assert "4/8" in shown and "8/8" in shown, result.stderr[-3000:]
+    assert "4/8" in shown and "8/8" in shown, stderr[-3000:]
     assert len(shown) == len(set(shown)), f"a step's progress line printed twice: {progress}"
 
 
 @pytest.mark.parametrize("engine", [pytest.param("estimator", marks=needs_estimator), "keras"])
-def test_the_last_progress_line_shows_the_last_steps_loss(tiny_dataset, tmp_path, repo_root, engine):
+def test_the_last_progress_line_shows_the_last_steps_loss(tiny_dataset, tmp_path, capsys, engine):
     # No L2 term (weight_decay 0): the data term the line shows is then the whole loss that
     # TensorBoard's "loss" shows. Mixup/CutMix's soft labels keep the loss far from 0, where
     # the Estimator engine's line once showed it twice over (Estimator.train adds its total
     # loss to the LOSSES collection the line summed).
     out = tmp_path / "out"
-    result = run_trainer(repo_root, dict(
+    stderr = stderr_of_run(dict(
         TINY_FLAGS, train_data_path=f"{tiny_dataset}/train-*", eval_data_path=f"{tiny_dataset}/eval-*",
         output_dir=out, engine=engine, train_steps=3, steps_per_eval=3, save_checkpoints_steps=3,
-        save_summary_steps=1, progress_seconds=1, weight_decay=0.0, mixup_alpha=0.2, cutmix_alpha=1.0))
-    shown = [float(match.group(1)) for match in re.finditer(r"^step 3/3  loss (\S+)", result.stderr, re.M)]
-    assert len(shown) == 1, result.stderr[-3000:]
+        save_summary_steps=1, progress_seconds=1, weight_decay=0.0, mixup_alpha=0.2, cutmix_alpha=1.0), capsys)
+    shown = [float(match.group(1)) for match in re.finditer(r"^step 3/3  loss (\S+)", stderr, re.M)]
+    assert len(shown) == 1, stderr[-3000:]
     logged = [value for tag, step, value in training_scalars(out) if tag == "loss" and step == 3]
     assert logged and logged[0] > 0.1
     assert shown[0] == pytest.approx(logged[0], abs=1e-4), (shown, logged)

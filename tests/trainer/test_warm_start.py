@@ -2,7 +2,8 @@
 
 The backbone's variables equal the source's at step 0 and the classifier is fresh;
 a mismatched source stops the command before training with one line; a resumed
-run ignores the source and says so.
+run ignores the source and says so. The sources: the session's finished 3-class run
+(tests/trainer/conftest.py tiny_run_of) and a 10-class step-0 checkpoint made once per module.
 
     .venv/bin/python -m pytest tests/trainer/test_warm_start.py
 """
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.conftest import write_dataset
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from tests.trainer.fine_tune_helpers import write_backbone_weights
 from trainer import nets, task
@@ -29,15 +31,12 @@ def run_argv(data, out, **flags):
                         eval_data_path=f"{data}/eval-*", output_dir=out, **flags))
 
 
-def run_task(argv, capsys):
-    """(exit code, last stderr line) of trainer.task in this process."""
-    try:
+def refusal(argv, capsys):
+    """(exit code, last stderr line) of trainer.task refusing argv, in this process."""
+    with pytest.raises(SystemExit) as exit_:
         task.main(list(map(str, argv)))
-        code = 0
-    except SystemExit as exit_:
-        code = exit_.code
     lines = capsys.readouterr().err.strip().splitlines()
-    return code, lines[-1] if lines else ""
+    return exit_.value.code, lines[-1] if lines else ""
 
 
 def initial_values(params):
@@ -53,25 +52,18 @@ def initial_values(params):
     return {v.name.split(":")[0]: value for v, value in zip(variables, values)}
 
 
-@pytest.fixture
-def five_class_data(write_tfrecord_dataset):
-    return write_tfrecord_dataset({"train": 16, "eval": 6}, labels=DIGITS[5:], size=20, name="five")
+@pytest.fixture(scope="module")
+def five_class_data(tmp_path_factory):
+    """Read only: every test's new run trains on it."""
+    return write_dataset(tmp_path_factory.mktemp("five") / "data", {"train": 16, "eval": 6},
+                         labels=DIGITS[5:], size=20)
 
 
-@pytest.fixture
-def ten_class_run(write_tfrecord_dataset, tmp_path):
-    """The output directory of a finished 10-class small_cnn run."""
-    data = write_tfrecord_dataset({"train": 20, "eval": 10}, labels=DIGITS, size=20, name="ten")
-    out = tmp_path / "ten_classes"
-    loop.run(chain.parse_params(run_argv(data, out)))
-    return out
-
-
-@pytest.fixture
-def ten_class_checkpoint(five_class_data, tmp_path):
+@pytest.fixture(scope="module")
+def ten_class_checkpoint(five_class_data, tmp_path_factory):
     """An output directory holding a 10-class small_cnn's step-0 checkpoint and params.json:
-    what the mismatch tests need of a source, without training one."""
-    out = tmp_path / "ten_classes"
+    what the mismatch tests need of a source, without training one. Read only."""
+    out = tmp_path_factory.mktemp("ten") / "ten_classes"
     params = dict(chain.parse_params(run_argv(five_class_data, out)), labels=list(DIGITS),
                   num_classes=10)
     with tf.Graph().as_default() as graph:
@@ -84,34 +76,35 @@ def ten_class_checkpoint(five_class_data, tmp_path):
     return out
 
 
-def test_a_five_class_run_starts_from_a_ten_class_run_and_exports(
-        ten_class_run, five_class_data, tmp_path, capsys):
+@pytest.mark.trains
+def test_a_five_class_run_starts_from_a_three_class_run_and_exports(tiny_run_of, five_class_data, tmp_path):
+    _, three_class_run = tiny_run_of("estimator")  # trained: its batch-norm statistics moved
     out = tmp_path / "five_classes"
-    argv = run_argv(five_class_data, out, warm_start_from=ten_class_run)
+    argv = run_argv(five_class_data, out, warm_start_from=three_class_run)
     params = chain.parse_params(argv)
     warm_start.prepare(params, 0)
-    source = tf.train.latest_checkpoint(str(ten_class_run))
+    source = tf.train.latest_checkpoint(str(three_class_run))
     start = initial_values(params)
     for name in ("conv0/kernel", "bn1/moving_mean", "bn1/moving_variance", "dense/kernel"):
         np.testing.assert_array_equal(start[name], tf.train.load_variable(source, name))
-    assert start["logits/kernel"].shape == (16, 5)  # fresh: the source's is [16, 10]
+    assert start["logits/kernel"].shape == (16, 5)  # fresh: the source's is [16, 3]
     assert not start["logits/bias"].any()
-    assert run_task(argv, capsys)[0] == 0
+    task.main(argv)
     assert list((out / "export" / "image_classifier").iterdir())[0].name == "4"
 
 
-def test_a_resumed_run_ignores_warm_start_and_says_so(
-        ten_class_checkpoint, five_class_data, tmp_path, caplog):
-    out = tmp_path / "five_classes"
-    loop.run(chain.parse_params(run_argv(five_class_data, out, train_steps=2)))
+@pytest.mark.trains
+def test_a_resumed_run_ignores_warm_start_and_says_so(ten_class_checkpoint, copy_of_tiny_run, caplog):
+    data, out = copy_of_tiny_run("estimator")  # finished at step 4
     trained = tf.train.load_variable(tf.train.latest_checkpoint(str(out)), "conv0/kernel")
-    params = chain.parse_params(run_argv(five_class_data, out, warm_start_from=ten_class_checkpoint))
+    params = chain.parse_params(run_argv(data, out, train_steps=6, warm_start_from=ten_class_checkpoint))
     with caplog.at_level(logging.INFO):
         loop.run(params)
     assert f"warm_start_from='{ten_class_checkpoint}' ignored: output_dir already has checkpoints " \
-           f"(step 2)" in caplog.text
-    # Resumed from its own step-2 weights: model_fn's graph gets no warm-start restores.
+           f"(step 4)" in caplog.text
+    # Resumed from its own step-4 weights: model_fn's graph gets no warm-start restores.
     assert model.init_from_source(None, params) == {}
+    assert tf.train.latest_checkpoint(str(out)).endswith("-6")
     final = tf.train.load_variable(tf.train.latest_checkpoint(str(out)), "conv0/kernel")
     source = tf.train.load_variable(str(ten_class_checkpoint / "model.ckpt-0"), "conv0/kernel")
     assert 0 < np.abs(final - trained).max() < np.abs(final - source).max()
@@ -127,8 +120,8 @@ def test_a_resumed_run_ignores_warm_start_and_says_so(
 def test_a_mismatched_source_fails_before_training_in_one_line(
         ten_class_checkpoint, five_class_data, tmp_path, capsys, flags, message):
     out = tmp_path / "five_classes"
-    code, line = run_task(run_argv(five_class_data, out, warm_start_from=ten_class_checkpoint,
-                                   **flags), capsys)
+    code, line = refusal(run_argv(five_class_data, out, warm_start_from=ten_class_checkpoint,
+                                  **flags), capsys)
     assert code == 2 and line.startswith("error: warm_start_from=") and message in line
     assert tf.train.latest_checkpoint(str(out)) is None  # nothing trained
     assert not out.exists()  # nor params.json written, nor the lock: checked before both
@@ -137,16 +130,16 @@ def test_a_mismatched_source_fails_before_training_in_one_line(
 def test_a_checkpoint_prefix_of_another_network_names_the_missing_variables(
         ten_class_checkpoint, five_class_data, tmp_path, capsys):
     prefix = tf.train.latest_checkpoint(str(ten_class_checkpoint))
-    code, line = run_task(run_argv(five_class_data, tmp_path / "out", warm_start_from=prefix,
-                                   model="resnet", resnet_depth=8, resnet_width=4), capsys)
+    code, line = refusal(run_argv(five_class_data, tmp_path / "out", warm_start_from=prefix,
+                                  model="resnet", resnet_depth=8, resnet_width=4), capsys)
     assert code == 2
     assert re.search(r"does not fit model='resnet' .*: \d+ variable\(s\) missing \(stem_conv/kernel, ",
                      line), line
 
 
 def test_a_missing_source_is_named(five_class_data, tmp_path, capsys):
-    code, line = run_task(run_argv(five_class_data, tmp_path / "out",
-                                   warm_start_from=tmp_path / "nope"), capsys)
+    code, line = refusal(run_argv(five_class_data, tmp_path / "out",
+                                  warm_start_from=tmp_path / "nope"), capsys)
     assert (code, line) == (2, f"error: warm_start_from='{tmp_path}/nope' is neither an output "
                                f"directory, a checkpoint prefix (no {tmp_path}/nope.index) nor a "
                                f"Keras .h5 weights file")
@@ -184,8 +177,8 @@ def test_a_keras_weights_file_of_another_network_is_refused(five_class_data, tmp
     path = tmp_path / "other.h5"
     other = tf.keras.Sequential([tf.keras.Input([8]), tf.keras.layers.Dense(2, name="dense")])
     other.save_weights(str(path))
-    code, line = run_task(run_argv(five_class_data, tmp_path / "out", model="mobilenet_v2",
-                                   image_size=32, warm_start_from=path), capsys)
+    code, line = refusal(run_argv(five_class_data, tmp_path / "out", model="mobilenet_v2",
+                                  image_size=32, warm_start_from=path), capsys)
     assert code == 2
     assert line.startswith(f"error: warm_start_from='{path}' is not a weights file of "
                            f"model='mobilenet_v2''s backbone (include_top=False, image_size=32): ")
@@ -210,8 +203,8 @@ def test_a_keras_weights_file_of_another_new_backbone_is_one_line_and_nothing_is
     path = tmp_path / "efficientnetv2_b0_notop.h5"
     write_backbone_weights("efficientnetv2_b0", 32, path)
     out = tmp_path / "out"
-    code, line = run_task(run_argv(five_class_data, out, model="convnext_tiny", image_size=32,
-                                   warm_start_from=path), capsys)
+    code, line = refusal(run_argv(five_class_data, out, model="convnext_tiny", image_size=32,
+                                  warm_start_from=path), capsys)
     assert code == 2
     assert line.startswith(f"error: warm_start_from='{path}' is not a weights file of "
                            f"model='convnext_tiny''s backbone (include_top=False, image_size=32): ")
