@@ -4,15 +4,10 @@ Its tiny end-to-end run (one recipe training of 2 steps) is in test_bench_script
 
     .venv/bin/python -m pytest tests/bench/test_bench_recipe.py
 """
-import pathlib
-import subprocess
-import sys
-
 import pytest
 
 from bench import bench_recipe
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from tests.user_commands import error_lines, run
 
 
 def test_summarise_gives_the_mean_and_the_sample_standard_deviation():
@@ -49,11 +44,11 @@ def test_first_per_label_keeps_the_first_images_of_each_label_in_order():
     (["--recipe_flags=--learning_rat 0.1"], "--learning_rat 0.1; did you mean --learning_rate?"),
     (["--recipe_flags=--config c.yaml"], "--recipe_flags: --config is not a trainer setting"),
 ])
+@pytest.mark.process
 def test_a_bad_flag_is_one_line_and_exit_code_2_with_nothing_written(tmp_path, flags, expected):
     work, log = tmp_path / "work", tmp_path / "bench.log"
-    done = subprocess.run([sys.executable, "-m", "bench.bench_recipe", *flags, "--work_dir", str(work),
-                           "--log_file", str(log)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = run("bench.bench_recipe", *flags, "--work_dir", work, "--log_file", log, timeout=120)
     assert done.returncode == 2
     assert done.stdout == ""
-    assert len(done.stderr.splitlines()) == 1 and expected in done.stderr, done.stderr
+    assert len(error_lines(done)) == 1 and expected in done.stderr, done.stderr
     assert not work.exists() and not log.exists()

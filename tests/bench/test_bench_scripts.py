@@ -3,31 +3,36 @@
 Each is called through its own entry point, in process, with the smallest arguments it
 takes (seconds, not the minutes of `make bench`), and must print its one result table
 (bench/report.py's: a header naming the log file, the goal lines), none of the libraries'
-lines, and write nothing into the checkout.
+lines, and write nothing into the checkout. Where a script would train a model to serve
+(--model_base_path unset), bench_serving does (its export_untrained_model, which
+bench_serving_floor shares); bench_serving_floor serves the session's tiny trained run.
 A new bench/bench_*.py fails test_every_bench_script_is_covered until it is added here.
 
     .venv/bin/python -m pytest tests/bench/test_bench_scripts.py
 """
 import importlib
 import pathlib
-import subprocess
-import sys
 
 import pytest
+
+from tests.user_commands import run
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # {script: (entry point, tiny arguments, a line its output must hold)}; "{tmp}" is a scratch dir.
 SCRIPTS = {
     "bench_input": ("run", ["--rounds", "1", "--seconds", "0.2", "--digits", "64", "--photos", "8"],
                     "goal: photos: 8 JPEGs -> 224x224: input_fn train / raw"),
-    "bench_preprocess": ("main", ["--photos", "8", "--repeats", "1", "--workers", "2"],
+    # one worker: Beam's multi_processing mode starts a Python per worker, most of the time here
+    "bench_preprocess": ("main", ["--photos", "8", "--repeats", "1", "--workers", "1"],
                          "goal: photos 427x640: pipeline / pool"),
+    # --steps 18: the least past its 16 warm-up steps; one fine-tune repeat (a quarter of its CPU)
     "bench_train": ("run", ["--models", "small_cnn", "--rounds", "1", "--steps", "18", "--examples", "64",
                             "--finetune_source_steps", "2", "--finetune_steps", "2",
-                            "--finetune_eval_every", "2"],
+                            "--finetune_eval_every", "2", "--finetune_repeats", "1"],
                     "goal: small_cnn: Keras engine / Estimator engine, steps/s >= 1.00x"),
     "bench_serving": ("main", ["--rounds", "1", "--requests", "4"], "| grpc+batching"),
-    "bench_serving_floor": ("main", ["--rounds", "1", "--requests", "8"], "stand-in / floor"),
+    "bench_serving_floor": ("main", ["--rounds", "1", "--requests", "8", "--model_base_path", "{model_base}"],
+                            "stand-in / floor"),
     "bench_batch_predict": ("main", ["--run_dir", "{run_dir}", "--input_csv", "{input_csv}",
                                      "--batch_size", "8", "--rounds", "1", "--large_images", "20"],
                             "goal: beam / in-process on 20 images >= 0.90x"),
@@ -61,15 +66,23 @@ def test_every_bench_script_is_covered():
     assert scripts == set(SCRIPTS)
 
 
+def served_base(trained_run):
+    """The session's tiny trained run's export base (OUT/export/<model>), for --model_base_path."""
+    return trained_run[0] / "export" / "image_classifier"
+
+
+# The servers the serving scripts start, bench_preprocess's own process; the session's run.
+@pytest.mark.process
+@pytest.mark.trains
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_bench_script_runs_at_a_tiny_size(script, tmp_path, trained_run, input_csv, capsys):
     entry, argv, expected = SCRIPTS[script]
     checkout_before = checkout_files()
-    values = {"tmp": tmp_path, "run_dir": trained_run[0], "input_csv": input_csv}
+    values = {"tmp": tmp_path, "run_dir": trained_run[0], "input_csv": input_csv,
+              "model_base": served_base(trained_run)}
     argv = [arg.format(**values) for arg in argv]
     if script in OWN_PROCESS:
-        done = subprocess.run([sys.executable, "-m", f"bench.{script}", *argv], cwd=ROOT,
-                              capture_output=True, text=True, timeout=600)
+        done = run(f"bench.{script}", *argv)
         assert done.returncode == 0, done.stderr[-2000:]
         output = done.stdout
     else:
@@ -87,12 +100,13 @@ def test_bench_script_runs_at_a_tiny_size(script, tmp_path, trained_run, input_c
         assert any(word in output for word in ("MET", "INCONCLUSIVE")), output[-2000:]
 
 
-def test_bench_serving_floor_steps_prints_where_the_stand_ins_time_goes_as_its_one_table(capsys):
-    importlib.import_module("bench.bench_serving_floor").main(["--steps", "--rounds", "1"])
+@pytest.mark.trains  # the session's run
+def test_bench_serving_floor_steps_prints_where_the_stand_ins_time_goes_as_its_one_table(trained_run, capsys):
+    importlib.import_module("bench.bench_serving_floor").main(
+        ["--steps", "--rounds", "1", "--model_base_path", str(served_base(trained_run))])
     output = capsys.readouterr().out
     assert "Python per batched :predict" in output and output.count("\n## ") == 1, output[-2000:]
     assert "| stand-in " in output and "extra per request" in output
-
 
 
 @pytest.mark.parametrize("warm_curve, words", [

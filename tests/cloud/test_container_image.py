@@ -24,6 +24,7 @@ import sys
 import pytest
 import yaml
 
+from tests.user_commands import run_trainer, user_env
 from trainer.settings import flags, table
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -144,12 +145,12 @@ def test_image_tag_names_the_tensorflow_of_its_lock(dockerfile):
 
 @pytest.fixture(scope="module")
 def trainer_help():
-    result = subprocess.run([sys.executable, "-m", "trainer.task", "--help"], capture_output=True,
-                            text=True, cwd=ROOT, timeout=120)
+    result = run_trainer("--help", timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("dockerfile", sorted(LOCKS))
 def test_entry_point_is_the_trainer_and_answers_help(dockerfile, trainer_help):
     steps = instructions((ROOT / dockerfile).read_text())
@@ -252,9 +253,13 @@ def test_fetch_pinned_refuses_a_missing_or_wrong_hash(served, tmp_path, pin, err
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
+@pytest.mark.process
 def test_fetch_pinned_command_fails_in_one_line(served, tmp_path):
     url, _, _ = served
+    # A script the image runs by its path (python /tmp/fetch_pinned.py), not a module:
+    # tests/user_commands.py starts modules only, so its environment is the user's here.
     result = subprocess.run([sys.executable, str(ROOT / "cloud/fetch_pinned.py"), url, "FILL_IN",
-                             str(tmp_path / "libtpu.so")], capture_output=True, text=True, timeout=60)
+                             str(tmp_path / "libtpu.so")], capture_output=True, text=True, timeout=60,
+                            env=user_env())
     assert result.returncode == 2 and not (tmp_path / "libtpu.so").exists()
     assert result.stderr.startswith(f"error: {url}: no sha256 pinned") and result.stderr.count("\n") == 1

@@ -12,8 +12,6 @@ commands fail at once with one line naming the fix.
 """
 import io
 import os
-import subprocess
-import sys
 import tarfile
 import time
 
@@ -29,8 +27,10 @@ from preprocess import jpeg_to_tfrecord, transforms
 from serving import batch_predict
 from tests.conftest import building_from_checkout
 from tests.preprocess.test_gcs_emulator import bucket  # noqa: F401 (fixture)
+from tests.user_commands import REPO_ROOT, error_lines, run, user_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The GCS emulator (a process of the session), the sdist build, the commands without credentials.
+pytestmark = pytest.mark.process
 
 
 def dataflow_flags(bucket_name, machine_type, max_workers):
@@ -123,29 +123,25 @@ def test_batch_prediction_job_for_dataflow(bucket, monkeypatch):  # noqa: F811
     names = transform_names(job)
     assert {"ReadUris", "Predict/LoadImages", "Predict/RunInference", "WriteJsonl"} <= names
     assert job.options.view_as(beam.options.pipeline_options.SetupOptions).setup_file == os.path.join(
-        ROOT, "setup.py")
+        REPO_ROOT, "setup.py")
 
 
 @pytest.mark.parametrize("command", [
-    ["-m", "preprocess.jpeg_to_tfrecord", "--input_csv", "train=gs://b/train.csv", "--output_dir",
-     "gs://b/out"],
-    ["-m", "serving.batch_predict", "--input_csv", "gs://b/images.csv", "--model_dir", "gs://b/m/1",
+    ["preprocess.jpeg_to_tfrecord", "--input_csv", "train=gs://b/train.csv", "--output_dir", "gs://b/out"],
+    ["serving.batch_predict", "--input_csv", "gs://b/images.csv", "--model_dir", "gs://b/m/1",
      "--output", "gs://b/preds/p"],
 ])
 def test_without_credentials_both_commands_fail_at_once_naming_the_fix(command, tmp_path):
-    env = {key: value for key, value in os.environ.items()  # the command's own log level, too
-           if key not in ("GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG", "STORAGE_EMULATOR_HOST",
-                          "TF_CPP_MIN_LOG_LEVEL")}
     # No gcloud login in HOME, and a metadata server that refuses at once (not a GCE VM).
-    env.update(HOME=str(tmp_path), CLOUDSDK_CONFIG=str(tmp_path / "gcloud"),
-               GCE_METADATA_HOST="127.0.0.1:9", GCE_METADATA_IP="127.0.0.1:9")
+    env = user_env(drop=("GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST"), HOME=tmp_path,
+                   CLOUDSDK_CONFIG=tmp_path / "gcloud", GCE_METADATA_HOST="127.0.0.1:9",
+                   GCE_METADATA_IP="127.0.0.1:9")
     flags = ["--runner", "DataflowRunner", "--project", "p", "--region", "us-central1",
              "--temp_location", "gs://b/tmp"]
     start = time.monotonic()
-    result = subprocess.run([sys.executable, *command, *flags], capture_output=True, text=True,
-                            env=env, cwd=ROOT, timeout=120)
+    result = run(*command, *flags, env=env, timeout=120)
     assert (result.returncode, time.monotonic() - start < 60) == (2, True), result.stderr[-2000:]
-    lines = result.stderr.strip().splitlines()
+    lines = error_lines(result)
     assert "Traceback" not in result.stderr and len(lines) == 1, result.stderr[-2000:]
     assert lines[0].startswith("error: --runner DataflowRunner needs Google Cloud credentials")
     assert "gcloud auth application-default login" in lines[0]

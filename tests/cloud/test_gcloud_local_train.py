@@ -1,9 +1,10 @@
-"""`gcloud ai-platform local train` runs trainer.task as the service would, alone and as a ps cluster.
+"""`gcloud ai-platform local train` runs trainer.task as the service would, as a ps cluster.
 
 gcloud passes --job-dir and sets TF_CONFIG exactly like AI Platform; its local
-Python is the project's venv, set in a private CLOUDSDK_CONFIG (never the
-user's). Each run is a process group of its own: after it, no process of the
-group may remain (leftovers are killed, then the test fails).
+Python is the project's venv (through local_python_for_gcloud), set in gcloud's environment
+(CLOUDSDK_ML_ENGINE_LOCAL_PYTHON, with a private CLOUDSDK_CONFIG: never the user's). Each run
+is a process group of its own: after it, no process of the group may remain (leftovers are
+killed, then the test fails). The single-process run is tests/cloud/test_hptuning_local_train.py's.
 
     .venv/bin/python -m pytest tests/cloud/test_gcloud_local_train.py
 """
@@ -17,13 +18,15 @@ import sys
 import time
 
 import pytest
+import tensorflow as tf
 
+from tests.conftest import free_port_range, write_dataset
+from tests.user_commands import REPO_ROOT, user_env
 from trainer.export import contract
-from tests.conftest import free_port_range
 
 GCLOUD = shutil.which("gcloud")
-pytestmark = pytest.mark.skipif(GCLOUD is None, reason="gcloud (Google Cloud SDK) is not installed")
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+pytestmark = [pytest.mark.skipif(GCLOUD is None, reason="gcloud (Google Cloud SDK) is not installed"),
+              pytest.mark.process]
 TIMEOUT_SECS = 300  # gcloud start-up is ~18 s, each trainer process ~10 s more on 2 shared cores
 # A seconds-long run: tiny model, 2 train/eval rounds.
 TINY_FLAGS = {
@@ -33,21 +36,39 @@ TINY_FLAGS = {
 }
 
 
+# Before each process it starts, gcloud asks its local Python for TensorFlow's version (`python -c
+# PROBE`, a whole `import tensorflow`) to name the primary task chief or master: twice for one
+# process, eight times (one after another) for a 1-ps 1-worker cluster, most of such a test's
+# time. The local Python the tests give gcloud answers that question with the version this very
+# interpreter has imported (the same answer, at once) and runs everything else with it.
+PROBE = "import tensorflow as tf; print(tf.version.VERSION)"
+
+
+def local_python_for_gcloud(path, before_exec=""):
+    """Writes the shell script gcloud is given as its local Python (path); before_exec: shell
+    lines run before every other call (the trial's TF_CONFIG in the hyperparameter test)."""
+    path.write_text(f"""#!/bin/sh
+if [ "$1" = "-c" ] && [ "$2" = "{PROBE}" ]; then echo "{tf.version.VERSION}"; exit 0; fi
+{before_exec}exec "{sys.executable}" "$@"
+""")
+    path.chmod(0o755)
+    return path
+
+
+def gcloud_env(tmp_dir, before_exec="", **extra):
+    """gcloud's environment: a private config dir, no prompts, no TF_CONFIG of ours, and
+    ml_engine/local_python (local_python_for_gcloud, in tmp_dir) as a property set in the
+    environment, which spares a `gcloud config set` (a gcloud start-up) per test."""
+    local_python = local_python_for_gcloud(tmp_dir / "local_python", before_exec)
+    return user_env(drop=("TF_CONFIG",), CLOUDSDK_CONFIG=tmp_dir / "gcloud_config",
+                    CLOUDSDK_CORE_DISABLE_PROMPTS=1, CLOUDSDK_CORE_DISABLE_USAGE_REPORTING=1,
+                    CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK=1,
+                    CLOUDSDK_ML_ENGINE_LOCAL_PYTHON=local_python, **extra)
+
+
 @pytest.fixture(scope="module")
-def gcloud_env(tmp_path_factory):
-    """Environment for gcloud with a private config dir whose ml_engine/local_python is the venv."""
-    env = {key: value for key, value in os.environ.items() if key != "TF_CONFIG"}
-    env.update(CLOUDSDK_CONFIG=str(tmp_path_factory.mktemp("gcloud_config")),
-               CLOUDSDK_CORE_DISABLE_PROMPTS="1", CLOUDSDK_CORE_DISABLE_USAGE_REPORTING="1",
-               CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK="1", TF_CPP_MIN_LOG_LEVEL="2")
-    subprocess.run([GCLOUD, "config", "set", "ml_engine/local_python", sys.executable],
-                   env=env, check=True, capture_output=True, timeout=120)
-    return env
-
-
-@pytest.fixture
-def dataset(write_tfrecord_dataset):
-    return write_tfrecord_dataset(counts={"train": 32, "eval": 11}, size=20)
+def dataset(tmp_path_factory):
+    return write_dataset(tmp_path_factory.mktemp("gcloud") / "data", {"train": 32, "eval": 11}, size=20)
 
 
 def group_members(pgid):
@@ -69,7 +90,8 @@ def group_members(pgid):
 
 def run_gcloud(args, env, timeout=TIMEOUT_SECS):
     """Runs gcloud in its own process group; returns (returncode, output, leftover pids)."""
-    proc = subprocess.Popen([GCLOUD] + args, cwd=ROOT, env=env, start_new_session=True,
+    # gcloud is not a Python module of ours: tests/user_commands.py cannot start it.
+    proc = subprocess.Popen([GCLOUD] + args, cwd=REPO_ROOT, env=env, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         output, _ = proc.communicate(timeout=timeout)
@@ -105,21 +127,13 @@ def check_outputs(job_dir, train_steps, output):
     assert json.loads((job_dir / "params.json").read_text())["output_dir"] == str(job_dir)
 
 
-def test_local_train_trains_evaluates_and_exports(gcloud_env, dataset, tmp_path):
-    job_dir = tmp_path / "job"
-    code, output, leftovers = run_gcloud(train_args(dataset, job_dir, 8, 4), gcloud_env)
-    assert code == 0, output[-4000:]
-    assert leftovers == []
-    check_outputs(job_dir, 8, output)
-
-
-def test_distributed_local_train_runs_every_role_and_ends(gcloud_env, dataset, tmp_path):
+def test_distributed_local_train_runs_every_role_and_ends(dataset, tmp_path):
     job_dir = tmp_path / "job"
     cluster_flags = ["--distributed", "--parameter-server-count", "1", "--worker-count", "1",
                      "--start-port", str(free_port_range(3))]
     args = train_args(dataset, job_dir, 60, 30)
     args[3:3] = cluster_flags  # after "ai-platform local train", before the trainer's flags
-    code, output, leftovers = run_gcloud(args, gcloud_env)
+    code, output, leftovers = run_gcloud(args, gcloud_env(tmp_path))
     assert code == 0, output[-4000:]
     assert leftovers == [], f"processes left running: {leftovers}"
     check_outputs(job_dir, 60, output)

@@ -3,48 +3,42 @@
 gcloud writes TF_CONFIG itself; AI Platform adds the trial id to its task during tuning.
 The trial's part of the service is played by the local Python gcloud runs (a two-line
 wrapper adding task.trial, as the service does); the rest is the real command with a
-hyperparameter flag appended the way the service appends it.
+hyperparameter flag appended the way the service appends it. This is also the suite's
+single-process `gcloud ai-platform local train` (exit code 0, nothing left running, a
+servable export); the cluster is tests/cloud/test_gcloud_local_train.py's.
 
     .venv/bin/python -m pytest tests/cloud/test_hptuning_local_train.py
 """
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 import tensorflow as tf
 
-from tests.cloud.test_gcloud_local_train import GCLOUD, run_gcloud, train_args
+from tests.cloud.test_gcloud_local_train import GCLOUD, gcloud_env, run_gcloud, train_args
+from tests.conftest import write_dataset
 from trainer.export import contract
 
-pytestmark = pytest.mark.skipif(GCLOUD is None, reason="gcloud (Google Cloud SDK) is not installed")
+pytestmark = [pytest.mark.skipif(GCLOUD is None, reason="gcloud (Google Cloud SDK) is not installed"),
+              pytest.mark.process]
 TRIAL = "7"
-# The local Python gcloud starts: TF_CONFIG gets the trial's id, as AI Platform sets it.
-WRAPPER = """#!/bin/sh
-TF_CONFIG="$("{python}" -c 'import json, os
-config = json.loads(os.environ.get("TF_CONFIG") or "{{}}")
-config.setdefault("task", {{}})["trial"] = "{trial}"
+# What the local Python gcloud starts does first (tests/cloud/test_gcloud_local_train.py's
+# local_python_for_gcloud): TF_CONFIG gets the trial's id, as AI Platform sets it.
+TRIAL_LINES = """TF_CONFIG="$("PYTHON" -c 'import json, os
+config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+config.setdefault("task", {})["trial"] = "TRIAL"
 print(json.dumps(config))')"
 export TF_CONFIG
-exec "{python}" "$@"
 """
 
 
 @pytest.fixture
 def trial_env(tmp_path):
-    """gcloud's environment: a private config whose local Python is the trial wrapper."""
-    wrapper = tmp_path / "python_in_trial"
-    wrapper.write_text(WRAPPER.format(python=sys.executable, trial=TRIAL))
-    wrapper.chmod(0o755)
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("TF_CONFIG", "CLOUD_ML_TRIAL_ID")}
-    env.update(CLOUDSDK_CONFIG=str(tmp_path / "gcloud_config"), CLOUDSDK_CORE_DISABLE_PROMPTS="1",
-               CLOUDSDK_CORE_DISABLE_USAGE_REPORTING="1", TF_CPP_MIN_LOG_LEVEL="2",
-               CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK="1",
-               CLOUD_ML_HP_METRIC_FILE=str(tmp_path / "hypertune" / "output.metrics"))
-    subprocess.run([GCLOUD, "config", "set", "ml_engine/local_python", str(wrapper)],
-                   env=env, check=True, capture_output=True, timeout=120)
+    """gcloud's environment: a private config whose local Python sets the trial."""
+    env = gcloud_env(tmp_path, before_exec=TRIAL_LINES.replace("PYTHON", sys.executable).replace("TRIAL", TRIAL),
+                     CLOUD_ML_HP_METRIC_FILE=tmp_path / "hypertune" / "output.metrics")
+    env.pop("CLOUD_ML_TRIAL_ID", None)  # the trial is the wrapper's
     return env
 
 
@@ -57,9 +51,8 @@ def eval_summary_tags(eval_dir):
     return tags
 
 
-def test_a_trial_writes_to_its_subdirectory_and_reports_its_metric(trial_env, write_tfrecord_dataset,
-                                                                   tmp_path):
-    dataset = write_tfrecord_dataset(counts={"train": 16, "eval": 11}, size=20)
+def test_a_trial_writes_to_its_subdirectory_and_reports_its_metric(trial_env, tmp_path):
+    dataset = write_dataset(tmp_path / "data", {"train": 16, "eval": 11}, size=20)
     job_dir = tmp_path / "job"
     args = train_args(dataset, job_dir, 2, 2) + ["--learning_rate=0.05"]  # the service's flag
     code, output, leftovers = run_gcloud(args, trial_env)

@@ -3,15 +3,15 @@ Dockerfile.keras and TPU VMs install, which must be the same TensorFlow and the 
 everything else; and the libtpu check that runs before TensorFlow loads.
 
     .venv/bin/python -m pytest tests/cloud/test_tpu_lock.py
+    .venv-keras/bin/python -m pytest tests/cloud/test_tpu_lock.py
 """
 import os
 import pathlib
 import re
-import subprocess
-import sys
 
 import pytest
 
+from tests.user_commands import NO_TENSORFLOW_DIR, run, run_trainer, user_env
 from trainer.cloud import libtpu_pair
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -54,20 +54,22 @@ def fake_distributions(path, **versions):
     return path
 
 
-def run_trainer(tmp_path, site, **env):
-    command = [sys.executable, "-m", "trainer.task", "--engine", "keras", "--train_data_path",
-               str(tmp_path / "none-*"), "--eval_data_path", str(tmp_path / "none-*"),
-               "--output_dir", str(tmp_path / "out")]
-    environ = {**os.environ, "PYTHONPATH": str(site), **env}
-    return subprocess.run(command, capture_output=True, text=True, env=environ, cwd=ROOT, timeout=120)
+def trainer_without_data(tmp_path, *python_path, **env):
+    """The Keras engine's command on data that is not there, the distributions of python_path
+    (directories, first) reported by importlib.metadata."""
+    return run_trainer("--engine", "keras", "--train_data_path", tmp_path / "none-*", "--eval_data_path",
+                       tmp_path / "none-*", "--output_dir", tmp_path / "out", timeout=120,
+                       env=user_env(PYTHONPATH=os.pathsep.join(map(str, python_path)), **env))
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("libtpu, found", [("0.0.52", "libtpu 0.0.52 is installed"),
                                            (None, "libtpu is not installed")])
 def test_a_libtpu_the_tpu_build_cannot_run_with_is_one_line_before_tensorflow_loads(tmp_path, libtpu, found):
     tf_version = next(iter(libtpu_pair.LIBTPU_FOR_TF_TPU))
     versions = {"tensorflow-tpu": tf_version} | ({"libtpu": libtpu} if libtpu else {})
-    result = run_trainer(tmp_path, fake_distributions(tmp_path / "site", **versions))
+    # With a tensorflow that cannot be imported: the answer comes before TensorFlow loads.
+    result = trainer_without_data(tmp_path, fake_distributions(tmp_path / "site", **versions), NO_TENSORFLOW_DIR)
     wanted = libtpu_pair.LIBTPU_FOR_TF_TPU[tf_version]
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr == (f"error: tensorflow-tpu {tf_version} runs with libtpu {wanted} "
@@ -77,14 +79,14 @@ def test_a_libtpu_the_tpu_build_cannot_run_with_is_one_line_before_tensorflow_lo
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.process
 def test_the_pinned_pair_or_tpu_load_library_0_passes_the_check(tmp_path):
     tf_version = next(iter(libtpu_pair.LIBTPU_FOR_TF_TPU))
     site = fake_distributions(tmp_path / "site", **{"tensorflow-tpu": tf_version, "libtpu": "0.0.52"})
-    result = run_trainer(tmp_path, site, TPU_LOAD_LIBRARY="0")
+    result = trainer_without_data(tmp_path, site, TPU_LOAD_LIBRARY=0)
     # Past the check: the next line is about the data, which is not there.
     assert result.returncode == 2 and "libtpu" not in result.stderr and "none-*" in result.stderr
     pinned = fake_distributions(tmp_path / "pinned", **{"tensorflow-tpu": tf_version,
                                                         "libtpu": libtpu_pair.LIBTPU_FOR_TF_TPU[tf_version]})
-    check = subprocess.run([sys.executable, "-m", "trainer.cloud.libtpu_pair"], capture_output=True,
-                           text=True, cwd=ROOT, timeout=60, env={**os.environ, "PYTHONPATH": str(pinned)})
+    check = run("trainer.cloud.libtpu_pair", timeout=60, env=user_env(PYTHONPATH=pinned))
     assert check.returncode == 0 and check.stdout.startswith(f"tensorflow-tpu {tf_version} with libtpu ")

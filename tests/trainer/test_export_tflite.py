@@ -3,7 +3,9 @@ in .venv, the Keras engine's in .venv-keras): the float32 model gives the export
 int8 model takes the integer input its metadata states, the metadata's preprocessing is the eval
 image path, a copy of the run without its export converts its checkpoint (exported by the engine
 into a temporary directory, OUT/export left alone), and each mistake is one line, exit code 2,
-nothing written.
+nothing written. The command runs three times (a conversion of the export, one of a checkpoint,
+a refusal after TensorFlow loads), started at once: TensorFlow's start-up is most of each. The
+other mistakes are named by tflite_sources.plan and find_checkpoint in the test's process.
 
     .venv/bin/python -m pytest tests/trainer/test_export_tflite.py
     .venv-keras/bin/python -m pytest tests/trainer/test_export_tflite.py
@@ -14,7 +16,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -22,33 +23,66 @@ import tensorflow as tf
 
 from common import export_predictor, image_ops
 from tests.conftest import NUM_GOOD_IMAGES, make_jpeg_bytes
+from tests.user_commands import start
 from trainer import export_tflite
 from trainer.export import tflite, tflite_check, tflite_files, tflite_sources
 from trainer.run import checkpoints
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+@pytest.fixture(scope="module")
+def unexported_run(trained_run, tmp_path_factory):
+    """A copy of the tiny run without its export: its checkpoints, params.json, eval records."""
+    output_dir, _, _ = trained_run
+    copy = tmp_path_factory.mktemp("unexported") / "out"
+    shutil.copytree(output_dir, copy, ignore=shutil.ignore_patterns("export", "best_export", "tflite"))
+    return copy
 
 
-def run_command(*argv):
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "PYTHONWARNINGS")}
-    return subprocess.run([sys.executable, "-m", "trainer.export_tflite", *map(str, argv)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300, env=env)
+def listing(directory):
+    """{relative path: (size, mtime)} of every file under directory."""
+    return {os.path.relpath(os.path.join(root, name), directory):
+            (os.path.getsize(os.path.join(root, name)), os.path.getmtime(os.path.join(root, name)))
+            for root, _, names in os.walk(directory) for name in names}
+
+
+def finished(process, timeout=300):
+    """The started command, once it has exited: a CompletedProcess."""
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    finally:
+        process.kill()
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 @pytest.fixture(scope="module")
-def converted(trained_run, tmp_path_factory):
-    """(the command's result, the TFLite directory it wrote) for the tiny run."""
+def commands(trained_run, unexported_run, tmp_path_factory):
+    """{name: (the finished command, the directory it was given)}: "converted" (the tiny run's
+    export to DIR/models), "unexported" (unexported_run's latest checkpoint, into the run; DIR is
+    the run's file listing before), "too_few" (one calibration image more than the eval records
+    hold; DIR is empty)."""
     output_dir, _, _ = trained_run
-    tflite_dir = tmp_path_factory.mktemp("tflite") / "models"
-    result = run_command("--output_dir", output_dir, "--tflite_dir", tflite_dir,
-                         "--calibration_images", 8)
-    return result, tflite_dir
+    root = tmp_path_factory.mktemp("tflite")
+    (root / "too_few").mkdir()
+    argvs = {"converted": ("--output_dir", output_dir, "--tflite_dir", root / "models", "--calibration_images", 8),
+             "unexported": ("--output_dir", unexported_run, "--calibration_images", 4),
+             "too_few": ("--output_dir", output_dir, "--tflite_dir", root / "too_few" / "models",
+                         "--calibration_images", NUM_GOOD_IMAGES + 1)}
+    given = {"converted": root / "models", "unexported": listing(unexported_run), "too_few": root / "too_few"}
+    started = {name: start("trainer.export_tflite", *argv) for name, argv in argvs.items()}
+    return {name: (finished(process), given[name]) for name, process in started.items()}
+
+
+@pytest.fixture(scope="module")
+def converted(commands):
+    """(the command's result, the TFLite directory it wrote) for the tiny run."""
+    return commands["converted"]
 
 
 def read_json(path):
     return json.loads(path.read_text())
 
 
+@pytest.mark.process
+@pytest.mark.trains  # (the session's trained_run, tests/conftest.py)
 def test_the_command_writes_both_models_their_metadata_and_their_check(converted):
     result, tflite_dir = converted
     assert result.returncode == 0, result.stderr[-3000:]
@@ -65,6 +99,8 @@ def test_the_command_writes_both_models_their_metadata_and_their_check(converted
     assert result.stderr == ""
 
 
+@pytest.mark.process
+@pytest.mark.trains
 def test_the_float32_model_gives_the_exports_probabilities(converted, trained_run):
     _, export_dir, _ = trained_run
     _, tflite_dir = converted
@@ -76,6 +112,8 @@ def test_the_float32_model_gives_the_exports_probabilities(converted, trained_ru
     np.testing.assert_allclose(actual, expected, atol=1e-5)
 
 
+@pytest.mark.process
+@pytest.mark.trains
 def test_the_int8_models_input_is_the_integer_type_its_metadata_states(converted):
     _, tflite_dir = converted
     stated = read_json(tflite_dir / tflite_files.METADATA_FILE)["models"][tflite_files.INT8_FILE]
@@ -115,15 +153,15 @@ def test_quantize_is_round_scale_plus_zero_point_clipped(values, quantization, d
     assert quantized.dtype == dtype and quantized.tolist() == expected
 
 
-def test_too_few_eval_images_is_one_line_exit_2_nothing_written(trained_run, tmp_path):
-    output_dir, _, _ = trained_run
-    result = run_command("--output_dir", output_dir, "--tflite_dir", tmp_path / "models",
-                         "--calibration_images", NUM_GOOD_IMAGES + 1)
+@pytest.mark.process
+@pytest.mark.trains
+def test_too_few_eval_images_is_one_line_exit_2_nothing_written(commands):
+    result, given = commands["too_few"]
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
         f"error: the eval records hold {NUM_GOOD_IMAGES} images, fewer than --calibration_images="
         f"{NUM_GOOD_IMAGES + 1}; pass --calibration_images={NUM_GOOD_IMAGES} or more eval data"]
-    assert os.listdir(tmp_path) == []
+    assert os.listdir(given) == []
 
 
 def flags(**values):
@@ -151,6 +189,7 @@ def write_saved_model_without_the_contract(path):
     ("export_without_tflite_dir", "--export_dir without --output_dir needs --tflite_dir DIR"),
     ("tflite_dir_exists", "exists; remove it or pass another --tflite_dir"),
 ])
+@pytest.mark.trains
 def test_each_mistake_is_named_before_anything_is_written(case, message, trained_run, tmp_path):
     output_dir, export_dir, data_dir = trained_run
     run = tmp_path / "run"
@@ -173,6 +212,7 @@ def test_each_mistake_is_named_before_anything_is_written(case, message, trained
     assert sorted(os.listdir(run)) == (["params.json"] if case == "not_exported" else [])
 
 
+@pytest.mark.trains
 def test_a_runs_models_go_to_its_tflite_folder_by_export_version(trained_run):
     output_dir, export_dir, _ = trained_run
     plan = tflite_sources.plan(flags(output_dir=str(output_dir)), export_tflite.find_checkpoint)
@@ -197,30 +237,15 @@ def test_a_float32_model_below_the_agreement_goal_is_said(agreement, expected):
     assert said == expected or said.startswith(expected)
 
 
-@pytest.fixture(scope="module")
-def unexported_run(trained_run, tmp_path_factory):
-    """A copy of the tiny run without its export: its checkpoints, params.json, eval records."""
-    output_dir, _, _ = trained_run
-    copy = tmp_path_factory.mktemp("unexported") / "out"
-    shutil.copytree(output_dir, copy, ignore=shutil.ignore_patterns("export", "best_export", "tflite"))
-    return copy
-
-
-def listing(directory):
-    """{relative path: (size, mtime)} of every file under directory."""
-    return {os.path.relpath(os.path.join(root, name), directory):
-            (os.path.getsize(os.path.join(root, name)), os.path.getmtime(os.path.join(root, name)))
-            for root, _, names in os.walk(directory) for name in names}
-
-
-def test_a_run_without_an_export_converts_its_latest_checkpoint(unexported_run, trained_run):
+@pytest.mark.process
+@pytest.mark.trains
+def test_a_run_without_an_export_converts_its_latest_checkpoint(commands, unexported_run, trained_run):
     """The engine exports the checkpoint into a temporary directory: the run gains its tflite/
     folder and nothing else (no export/ version TF Serving would start serving), and the
     float32 model gives the run's own export's probabilities."""
     _, export_dir, _ = trained_run
-    before = listing(unexported_run)
+    result, before = commands["unexported"]
     prefix, step = checkpoints.latest_checkpoint(str(unexported_run))
-    result = run_command("--output_dir", unexported_run, "--calibration_images", 4)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stderr == ""
     tflite_dir = unexported_run / "tflite" / "image_classifier" / str(step)
@@ -239,6 +264,7 @@ def test_a_run_without_an_export_converts_its_latest_checkpoint(unexported_run, 
     np.testing.assert_allclose(actual, expected, atol=1e-5)
 
 
+@pytest.mark.trains
 def test_a_checkpoint_the_run_does_not_hold_is_one_line_exit_2_nothing_written(
         unexported_run, tmp_path, capsys):
     steps = ", ".join(str(step) for step, _ in checkpoints.list_checkpoints(str(unexported_run)))
@@ -270,6 +296,7 @@ def copy_checkpoint(run, step, to):
                            "is missing (its data is here); pass another --checkpoint (steps: none)"),
     ("cut_data", None, "checkpoint {prefix} (step {step}) is damaged: "),
 ])
+@pytest.mark.trains
 def test_the_checkpoint_is_found_and_checked_before_use(damage, wanted, message, unexported_run, tmp_path):
     _, step = checkpoints.latest_checkpoint(str(unexported_run))
     run = tmp_path / "run"

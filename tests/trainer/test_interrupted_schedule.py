@@ -1,33 +1,47 @@
-"""A run killed between two evaluations evaluates, once resumed by the same command, at the steps
-an uninterrupted run evaluates (multiples of --steps_per_eval, and --train_steps), both engines.
+"""kill -9 between two evaluations, then the same command again: it resumes from the last
+checkpoint, trains to --train_steps, exports, and evaluates where an uninterrupted run does
+(multiples of --steps_per_eval, and --train_steps), both engines.
 
 The kill is a real SIGKILL of the real command; tests/trainer/paused_task.py holds the run right
 after checkpoint 75 is written, so the kill lands between the evaluations of 50 and 100 however
-fast the steps are.
+fast the steps are. The kill leaves files only (checkpoints, eval records, the lock of a dead
+process), so the second run, which reads nothing else, runs in the test's process.
 
     .venv/bin/python -m pytest tests/trainer/test_interrupted_schedule.py
+    .venv-keras/bin/python -m pytest tests/trainer/test_interrupted_schedule.py
 """
+import logging
 import os
+import re
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
+from tests.conftest import write_dataset
 from tests.engines import needs_estimator
+from tests.trainer.conftest import TINY_FLAGS, as_argv
 from tests.trainer.paused_task import MARK
+from tests.user_commands import start
+from trainer import chain, task
 from trainer.run import checkpoints, eval_records
 
-SCHEDULE = ["--train_steps=150", "--steps_per_eval=50", "--save_checkpoints_steps=25",
-            "--log_step_count_steps=1000"]
+pytestmark = [pytest.mark.process, pytest.mark.trains]
+TRAIN_STEPS = 150
+SCHEDULE = {"train_steps": TRAIN_STEPS, "steps_per_eval": 50, "save_checkpoints_steps": 25,
+            "log_step_count_steps": 1000}
 
 
-def start(args, log_path, repo_root):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    with open(log_path, "w") as log:
-        return subprocess.Popen([sys.executable, "-m", *args], cwd=repo_root, env=env,
-                                stdout=log, stderr=subprocess.STDOUT)
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    """tiny_dataset's sizes, written once: the runs only read it."""
+    return write_dataset(tmp_path_factory.mktemp("interrupted") / "data", {"train": 24, "eval": 11}, size=20)
+
+
+def run_argv(dataset, output_dir, engine):
+    return as_argv(dict(TINY_FLAGS, **SCHEDULE, train_data_path=f"{dataset}/train-*",
+                        eval_data_path=f"{dataset}/eval-*", output_dir=output_dir, engine=engine))
 
 
 def kill_when_paused(process, log_path, timeout=180):
@@ -39,34 +53,41 @@ def kill_when_paused(process, log_path, timeout=180):
     process.wait()
 
 
+def killed_at_checkpoint_75(argv, log_path):
+    """The command, paused after checkpoint 75 (tests/trainer/paused_task.py), then kill -9."""
+    with open(log_path, "w") as log:
+        paused = start("tests.trainer.paused_task", "after_checkpoint:75", *argv, stdout=log,
+                       stderr=subprocess.STDOUT)
+    try:
+        kill_when_paused(paused, log_path)
+    finally:
+        if paused.poll() is None:
+            paused.kill()
+
+
 def evaluated_steps(output_dir):
     return [record["global_step"] for record in eval_records.read_eval_results(output_dir)]
 
 
 @pytest.mark.parametrize("engine", [pytest.param("estimator", marks=needs_estimator), "keras"])
-def test_a_run_killed_between_evaluations_evaluates_where_an_uninterrupted_run_does(
-        tiny_argv, repo_root, tmp_path, engine):
-    argv = [a for a in tiny_argv if not a.startswith(("--train_steps", "--steps_per_eval",
-                                                      "--save_checkpoints_steps", "--output_dir"))]
-    argv += SCHEDULE + [f"--engine={engine}"]
-    whole, interrupted = tmp_path / "uninterrupted", tmp_path / "interrupted"
-    uninterrupted = start(["trainer.task", *argv, f"--output_dir={whole}"], tmp_path / "whole.log",
-                          repo_root)
-    paused = start(["tests.trainer.paused_task", "after_checkpoint:75", *argv,
-                    f"--output_dir={interrupted}"], tmp_path / "killed.log", repo_root)
-    try:
-        kill_when_paused(paused, tmp_path / "killed.log")
-        assert uninterrupted.wait(timeout=300) == 0, (tmp_path / "whole.log").read_text()[-3000:]
-    finally:
-        for process in (paused, uninterrupted):
-            if process.poll() is None:
-                process.kill()
-    assert checkpoints.latest_checkpoint(str(interrupted))[1] == 75
-    assert evaluated_steps(interrupted) == [50]  # killed between the evaluations of 50 and 100
+def test_a_run_killed_between_evaluations_resumes_and_evaluates_where_an_uninterrupted_run_does(
+        dataset, tmp_path, engine, caplog):
+    output_dir = tmp_path / "run"
+    argv = run_argv(dataset, output_dir, engine)
+    killed_at_checkpoint_75(argv, tmp_path / "killed.log")
+    assert checkpoints.latest_checkpoint(str(output_dir))[1] == 75  # mid-training
+    assert evaluated_steps(output_dir) == [50]  # killed between the evaluations of 50 and 100
+    assert not (output_dir / "export").exists()
 
-    resumed = start(["trainer.task", *argv, f"--output_dir={interrupted}"], tmp_path / "resumed.log",
-                    repo_root)
-    assert resumed.wait(timeout=300) == 0, (tmp_path / "resumed.log").read_text()[-3000:]
-    assert "Resuming from step 75 of 150" in (tmp_path / "resumed.log").read_text()
-    assert evaluated_steps(whole) == [50, 100, 150]
-    assert evaluated_steps(interrupted) == evaluated_steps(whole)  # not [50, 75, 125, 150]
+    with caplog.at_level(logging.INFO):  # the same command again: its engine's run, as task.main runs it
+        task.load_engine(engine)(chain.parse_params(argv))
+    assert f"Resuming from step 75 of {TRAIN_STEPS}" in caplog.messages
+    # Throughput is reported (tests/trainer/test_cli_output.py: the line shows in quiet mode).
+    assert any(re.fullmatch(rf"step {TRAIN_STEPS}/{TRAIN_STEPS}  loss [\d.]+  [\d,]+ examples/s.*", m)
+               for m in caplog.messages), caplog.messages
+    assert checkpoints.latest_checkpoint(str(output_dir))[1] == TRAIN_STEPS
+    # Checkpoint 75 lies between two evaluations of the schedule: trained on, not evaluated, as
+    # in a run never interrupted (whose evaluations at multiples of --steps_per_eval
+    # tests/trainer/test_loop.py and test_keras_engine.py check): not [50, 75, 125, 150].
+    assert evaluated_steps(output_dir) == [50, 100, 150]
+    assert os.path.isdir(output_dir / "export" / "image_classifier" / str(TRAIN_STEPS))

@@ -12,15 +12,13 @@ is not installed (.venv-keras), --engine estimator refuses in one line naming th
     .venv-keras/bin/python -m pytest tests/trainer/test_keras_imports.py
 """
 import ast
-import os
-import subprocess
-import sys
 
 import pytest
 
 from tests.cloud.test_gcs_paths import dotted_name
 from tests.engines import HAS_ESTIMATOR
 from tests.common.test_architecture import ROOT, import_graph, imported_names, project_modules
+from tests.user_commands import error_lines, run, run_trainer
 
 ENGINE_NEUTRAL = ("trainer.keras", "trainer.settings", "trainer.data", "trainer.nets",
                   "trainer.objective", "trainer.export", "trainer.run", "trainer.report",
@@ -95,26 +93,25 @@ def test_the_estimator_engine_refuses_in_one_line_without_tensorflow_estimator(t
     assert "--engine keras" in task.ESTIMATOR_MISSING and not (tmp_path / "out").exists()
 
 
+@pytest.mark.process
 @pytest.mark.skipif(HAS_ESTIMATOR, reason="tensorflow-estimator is installed: runs in .venv-keras (make test-keras)")
 def test_the_default_engine_refuses_where_tensorflow_estimator_is_missing(tiny_argv, tmp_path):
     """The real command in .venv-keras, the Estimator engine being the default: exit 2, one line."""
-    result = subprocess.run([sys.executable, "-m", "trainer.task"] + tiny_argv, capture_output=True,
-                            text=True, cwd=ROOT, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    result = run_trainer(*tiny_argv, timeout=300)
     assert result.returncode == 2, result.stderr[-2000:]
-    assert result.stderr.strip().splitlines()[-1] == (
+    assert error_lines(result)[-1] == (
         "error: --engine estimator needs tensorflow-estimator (TensorFlow <= 2.15), not installed here: "
         "use --engine keras or the .venv environment")
     assert result.stdout == "" and not (tmp_path / "out").exists()
 
 
+@pytest.mark.process
 @pytest.mark.skipif(HAS_ESTIMATOR, reason="tensorflow-estimator is installed: runs in .venv-keras (make test-keras)")
 def test_the_estimator_xla_check_refuses_where_tensorflow_estimator_is_missing():
     """python -m trainer.estimator.xla_check in .venv-keras: one line naming the Keras engine's check."""
-    result = subprocess.run([sys.executable, "-m", "trainer.estimator.xla_check", "--model", "small_cnn"],
-                            capture_output=True, text=True, cwd=ROOT, timeout=300,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    result = run("trainer.estimator.xla_check", "--model", "small_cnn", timeout=300)
     assert result.returncode == 2, result.stderr[-2000:]
-    assert result.stderr.strip().splitlines() == [
+    assert error_lines(result) == [
         "error: python -m trainer.estimator.xla_check needs tensorflow-estimator (TensorFlow <= 2.15), "
         "not installed here: use the .venv environment, or python -m trainer.keras.xla_check for the "
         "Keras engine"]

@@ -9,22 +9,25 @@ labels a worker trained on name the files it read. Its evaluation pass counts ea
 record once across both workers, both stopping after the same number of steps.
 
 The trainer itself is one client (its lock, params.json, checkpoints and exports): a TF_CONFIG
-of several chief/worker tasks, which used to train as one machine each, is refused in one line;
-a single task (gcloud local train's) trains as before.
+of several chief/worker tasks, which used to train as one machine each, is refused in one line
+(the command once; each kind of cluster through the engine's check in the test's process);
+a single task (gcloud local train's) trains as before, in the test's process.
 
     .venv-keras/bin/python -m pytest tests/trainer/test_keras_pod.py
 """
 import json
-import os
+import re
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from tests.conftest import free_ports
+from tests.conftest import free_ports, write_dataset
 from tests.trainer.conftest import TINY_FLAGS, as_argv
+from tests.user_commands import REPO_ROOT, error_lines, run_trainer, user_env
 from trainer import chain
+from trainer.cloud.tf_config import ClusterError
 
 FILES = ("f0", "f1", "f2", "f3")  # record i is in file i % 4 and has label i % 4: a label names its file
 RECORDS_PER_FILE = 8
@@ -101,23 +104,28 @@ def wait_for(processes):
     return {name: (processes[name].returncode, *output) for name, output in outputs.items()}
 
 
-def run_workers(params, repo_root):
+def start_worker(params, cluster, index):
+    """WORKER_SCRIPT as worker `index` of cluster (a `python -c` program: tests/user_commands.py
+    starts modules only); TensorFlow's C++ lines quieted, as nothing in the script quiets them."""
+    env = user_env(TF_CPP_MIN_LOG_LEVEL=2, CUDA_VISIBLE_DEVICES="",
+                   TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
+    return subprocess.Popen([sys.executable, "-c", WORKER_SCRIPT, json.dumps(params), json.dumps(CALLS)],
+                            cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def run_workers(params):
     """Each worker's JSON report, once both have exited."""
     cluster = {"worker": [f"localhost:{port}" for port in free_ports(2)]}
-    results = wait_for({i: subprocess.Popen(
-        [sys.executable, "-c", WORKER_SCRIPT, json.dumps(params), json.dumps(CALLS)], cwd=repo_root,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
-                 TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})))
-        for i in range(2)})
+    results = wait_for({i: start_worker(params, cluster, i) for i in range(2)})
     for i, (returncode, _, stderr) in results.items():
         assert returncode == 0, f"worker {i}:\n{stderr[-3000:]}"
     return [json.loads(results[i][1].strip().splitlines()[-1]) for i in range(2)]
 
 
+@pytest.mark.process
 @pytest.mark.timeout(2 * TIMEOUT)
-def test_each_worker_trains_on_its_half_of_the_files_and_evaluates_its_share(pod_params, repo_root):
-    first, second = run_workers(pod_params, repo_root)
+def test_each_worker_trains_on_its_half_of_the_files_and_evaluates_its_share(pod_params):
+    first, second = run_workers(pod_params)
     steps = sum(CALLS)
     assert first["replicas"] == second["replicas"] == 2
     assert first["step"] == second["step"] == steps  # both finished every step, together
@@ -140,12 +148,6 @@ def test_each_worker_trains_on_its_half_of_the_files_and_evaluates_its_share(pod
     assert first["eval_labels"] == second["eval_labels"] == [3, 3, 3, 2]
 
 
-def start_trainer(argv, tf_config):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_CONFIG=json.dumps(tf_config))
-    return subprocess.Popen([sys.executable, "-m", "trainer.task", "--engine=keras", *map(str, argv)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
 # No process listens at these addresses: the Keras engine never connects to a TF_CONFIG cluster.
 REFUSED = {
     "two_workers": ({"cluster": {"worker": ["host0:2222", "host1:2222"]},
@@ -163,30 +165,50 @@ REFUSED = {
 }
 
 
-def test_a_cluster_of_several_trainers_is_refused_in_one_line(tiny_dataset, tmp_path):
+@pytest.fixture(scope="module")
+def shared_dataset(tmp_path_factory):
+    """tiny_dataset's sizes, written once: the runs and refusals below only read it."""
+    return write_dataset(tmp_path_factory.mktemp("pod") / "data", {"train": 24, "eval": 11}, size=20)
+
+
+def keras_argv(dataset, output_dir, **flags):
+    return as_argv(dict(TINY_FLAGS, train_data_path=f"{dataset}/train-*", eval_data_path=f"{dataset}/eval-*",
+                        output_dir=output_dir, engine="keras", **flags))
+
+
+@pytest.mark.process
+def test_a_cluster_of_several_trainers_is_refused_in_one_line_by_the_command(shared_dataset, tmp_path):
     """A multi-worker TF_CONFIG used to run a whole training on each task, as if alone (only a
     parameter-server cluster was refused)."""
-    def argv(name):
-        return as_argv(dict(TINY_FLAGS, train_data_path=f"{tiny_dataset}/train-*",
-                            eval_data_path=f"{tiny_dataset}/eval-*", output_dir=tmp_path / name))
-    # Started at once: TensorFlow's start-up is most of each.
-    results = wait_for({name: start_trainer(argv(name), config) for name, (config, _) in REFUSED.items()})
-    for name, (returncode, _, stderr) in results.items():
-        assert returncode == 2 and "Traceback" not in stderr, f"{name}:\n{stderr[-3000:]}"
-        assert len(stderr.strip().splitlines()) == 1 and REFUSED[name][1] in stderr, f"{name}: {stderr}"
-        assert not (tmp_path / name).exists()  # refused before anything is written
+    config, expected = REFUSED["two_workers"]
+    result = run_trainer(*keras_argv(shared_dataset, tmp_path / "out"),
+                         env=user_env(TF_CONFIG=json.dumps(config)))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert len(error_lines(result)) == 1 and expected in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()  # refused before anything is written
 
 
-def test_a_single_task_tf_config_trains_as_one_machine(tiny_dataset, tmp_path):
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_each_cluster_of_several_trainers_is_refused_before_anything_is_written(
+        name, shared_dataset, tmp_path, monkeypatch):
+    """The engine's check, in this process: the refusal above, for each kind of cluster."""
+    from trainer import task
+    config, expected = REFUSED[name]
+    monkeypatch.setenv("TF_CONFIG", json.dumps(config))
+    params = chain.parse_params(keras_argv(shared_dataset, tmp_path / "out"))
+    with pytest.raises(ClusterError, match=re.escape(expected)):
+        task.load_engine("keras")(params)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.trains
+@pytest.mark.parametrize("config", [{"task": {"type": "chief"}},
+                                    {"cluster": {"chief": ["host0:2222"]}, "task": {"type": "chief", "index": 0}}],
+                         ids=["gcloud", "one_chief"])
+def test_a_single_task_tf_config_trains_as_one_machine(config, shared_dataset, tmp_path, monkeypatch):
     """gcloud ai-platform local train's TF_CONFIG (a chief, no cluster), and a cluster of one chief."""
-    configs = {"gcloud": {"task": {"type": "chief"}},
-               "one_chief": {"cluster": {"chief": ["host0:2222"]}, "task": {"type": "chief", "index": 0}}}
-
-    def argv(name):
-        return as_argv(dict(TINY_FLAGS, train_data_path=f"{tiny_dataset}/train-*", mode="train",
-                            eval_data_path=f"{tiny_dataset}/eval-*", train_steps=2,
-                            output_dir=tmp_path / name))
-    results = wait_for({name: start_trainer(argv(name), config) for name, config in configs.items()})
-    for name, (returncode, _, stderr) in results.items():
-        assert returncode == 0, f"{name}:\n{stderr[-3000:]}"
-        assert (tmp_path / name / "model.ckpt-2.index").exists(), name
+    from trainer import task
+    monkeypatch.setenv("TF_CONFIG", json.dumps(config))
+    task.load_engine("keras")(chain.parse_params(keras_argv(shared_dataset, tmp_path / "out", mode="train",
+                                                            train_steps=2)))
+    assert (tmp_path / "out" / "model.ckpt-2.index").exists()

@@ -1,39 +1,44 @@
 """SIGTERM, as a preempted TPU VM or a stopped Vertex AI / GKE job sends it: the step reached is
 saved, one line names it, exit code 143, and the same command resumes from it and finishes.
 
-Real subprocesses (python -m trainer.task), both engines; checkpoints sparse
-(--save_checkpoints_steps 200), so what the signal saves is not an older grid checkpoint.
+A real process (python -m trainer.task) and a real SIGTERM, both engines; checkpoints sparse
+(--save_checkpoints_steps 200), so what the signal saves is not an older grid checkpoint. The
+signal leaves files only, so the run again that resumes runs in the test's process.
 
     .venv/bin/python -m pytest tests/trainer/test_preemption.py
+    .venv-keras/bin/python -m pytest tests/trainer/test_preemption.py
 """
+import logging
 import os
 import re
 import signal
-import subprocess
-import sys
 
 import pytest
 
+from tests.conftest import write_dataset
 from tests.engines import needs_estimator
+from tests.trainer.conftest import TINY_FLAGS, as_argv
+from tests.user_commands import start_trainer
+from trainer import chain, task
 from trainer.run import checkpoints, eval_records
 
+pytestmark = [pytest.mark.process, pytest.mark.trains]
 TRAIN_STEPS = 300
 EVERY = 200  # --save_checkpoints_steps: one grid checkpoint (200) before TRAIN_STEPS
 
 
-def preemptible_argv(tiny_argv, engine):
-    argv = [a for a in tiny_argv if not a.startswith(
-        ("--train_steps", "--steps_per_eval", "--save_checkpoints_steps"))]
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    """tiny_dataset's sizes, written once: the runs only read it."""
+    return write_dataset(tmp_path_factory.mktemp("preempted") / "data", {"train": 24, "eval": 11}, size=20)
+
+
+def preemptible_argv(dataset, output_dir, engine):
     # iterations_per_loop 7: calls end off the grid, so the step SIGTERM saves is one of its own.
-    return argv + [f"--train_steps={TRAIN_STEPS}", f"--steps_per_eval={TRAIN_STEPS}",
-                   f"--save_checkpoints_steps={EVERY}", "--iterations_per_loop=7",
-                   "--progress_seconds=1", f"--engine={engine}"]
-
-
-def run_task(argv, repo_root, **popen_args):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    return subprocess.Popen([sys.executable, "-m", "trainer.task", *argv], cwd=repo_root, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen_args)
+    return as_argv(dict(TINY_FLAGS, train_data_path=f"{dataset}/train-*", eval_data_path=f"{dataset}/eval-*",
+                        output_dir=output_dir, train_steps=TRAIN_STEPS, steps_per_eval=TRAIN_STEPS,
+                        save_checkpoints_steps=EVERY, iterations_per_loop=7, progress_seconds=1,
+                        engine=engine))
 
 
 def terminate_once_training(process):
@@ -54,11 +59,13 @@ def checkpoint_steps(output_dir):
 
 
 @pytest.mark.parametrize("engine", [pytest.param("estimator", marks=needs_estimator), "keras"])
-def test_sigterm_saves_the_step_reached_and_the_same_command_resumes(tiny_argv, repo_root, engine):
-    argv = preemptible_argv(tiny_argv, engine)
-    output_dir = next(a.split("=", 1)[1] for a in argv if a.startswith("--output_dir"))
-    stderr = terminate_once_training(run_task(argv, repo_root))
+def test_sigterm_saves_the_step_reached_and_the_same_command_resumes(dataset, tmp_path, engine, caplog):
+    output_dir = str(tmp_path / "out")
+    argv = preemptible_argv(dataset, output_dir, engine)
+    process = start_trainer(*argv)
+    stderr = terminate_once_training(process)
     _, step = checkpoints.latest_checkpoint(output_dir)
+    assert process.returncode == 143, stderr[-3000:]
     assert "Traceback" not in stderr, stderr[-3000:]
     stopped = [line for line in stderr.splitlines() if line.startswith("terminated")]
     assert stopped == [f"terminated (SIGTERM): {output_dir} holds checkpoints up to step {step:,}; "
@@ -68,10 +75,9 @@ def test_sigterm_saves_the_step_reached_and_the_same_command_resumes(tiny_argv, 
     assert step in checkpoint_steps(output_dir)
     assert not os.path.exists(os.path.join(output_dir, "export"))
 
-    rerun = run_task(argv, repo_root)
-    out, err = rerun.communicate(timeout=300)
-    assert rerun.returncode == 0, err[-3000:]
-    assert f"Resuming from step {step} of {TRAIN_STEPS}" in err
+    with caplog.at_level(logging.INFO):  # the same command again: its engine's run, as task.main runs it
+        task.load_engine(engine)(chain.parse_params(argv))
+    assert f"Resuming from step {step} of {TRAIN_STEPS}" in caplog.messages
     assert checkpoints.latest_checkpoint(output_dir)[1] == TRAIN_STEPS
     if engine == "keras":  # the checkpoints after the signal's fall on the grid again
         assert [s for s in checkpoint_steps(output_dir) if s > step] == [
@@ -80,4 +86,3 @@ def test_sigterm_saves_the_step_reached_and_the_same_command_resumes(tiny_argv, 
     # The signal's checkpoint lies between round ends: trained on, not evaluated (rounds.py), so
     # the evaluations are an uninterrupted run's.
     assert [r["global_step"] for r in eval_records.read_eval_results(output_dir)] == [TRAIN_STEPS]
-

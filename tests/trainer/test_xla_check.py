@@ -13,8 +13,10 @@ os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0 "
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from tests.conftest import write_dataset  # noqa: E402
+from tests.trainer.conftest import TINY_FLAGS, as_argv  # noqa: E402
 from tests.trainer.fine_tune_helpers import write_hub_module  # noqa: E402
-from trainer import nets  # noqa: E402
+from trainer import chain, nets  # noqa: E402
 from trainer.settings import table  # noqa: E402
 from tests.engines import needs_estimator  # noqa: E402
 from trainer.cloud.xla import XlaCheckError  # noqa: E402
@@ -31,6 +33,16 @@ def check_train_step(engine, params, **kwargs):
 
 def on_estimator(*values):
     return pytest.param(*values, marks=needs_estimator)
+
+
+@pytest.fixture(scope="module")
+def tiny_params(tmp_path_factory):
+    """tests/trainer/conftest.py's tiny_params, made once: the checks build their own batches
+    (trainer/cloud/xla.py's make_batch) and each test changes a copy."""
+    root = tmp_path_factory.mktemp("xla")
+    data = write_dataset(root / "data", {"train": 24, "eval": 11}, size=20)
+    return chain.parse_params(as_argv(dict(TINY_FLAGS, train_data_path=f"{data}/train-*",
+                                           eval_data_path=f"{data}/eval-*", output_dir=root / "out")))
 
 # The reference's training knobs together: each must stay inside the compiled step.
 KNOBS = {"label_smoothing": 0.1, "moving_average_decay": 0.99, "lr_schedule": "step"}
