@@ -86,6 +86,7 @@ def building_from_checkout():
 
 FAST_ONLY_ENV = "TESTS_FAST_ONLY"  # set by make test-fast
 RUNNING = []  # the test item being set up, run or torn down
+UNMARKED = {}  # {test id: why it fails}: what a guard below refused, even where a library caught it
 
 
 def pytest_configure(config):
@@ -103,8 +104,9 @@ def pytest_configure(config):
 def refusing_unless_marked(function, mark, what):
     def guarded(*args, **kwargs):
         if RUNNING and not RUNNING[-1].get_closest_marker(mark):
-            pytest.fail(f"this test {what}: mark it @pytest.mark.{mark} (make test-fast runs none)",
-                        pytrace=False)
+            message = f"this test {what}: mark it @pytest.mark.{mark} (make test-fast runs none)"
+            UNMARKED.setdefault(RUNNING[-1].nodeid, message)  # failed at its end if a thread swallows this
+            pytest.fail(message, pytrace=False)
         return function(*args, **kwargs)
     return guarded
 
@@ -116,6 +118,17 @@ def pytest_runtest_protocol(item, nextitem):
         yield
     finally:
         RUNNING.pop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A refusal of the guard above that a library's thread swallowed still fails the test."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        UNMARKED.pop(item.nodeid, None)  # reported already
+    elif call.when == "teardown" and item.nodeid in UNMARKED:
+        report.outcome, report.longrepr = "failed", UNMARKED.pop(item.nodeid)
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ def test_the_table_is_markdown_with_aligned_columns():
                                  "| 1   | 2         |", "| 333 | 4         |"]
 
 
+@pytest.mark.process  # git rev-parse
 def test_the_machine_line_gives_date_cores_and_load():
     line = report.machine_line()
     assert " UTC, " in line and f"{os.cpu_count()} cores" in line

@@ -62,7 +62,8 @@ def test_every_rejection_is_a_dead_letter_with_source_label_and_reason(hostile_r
     assert fish[0]["label"] == "fish" and fish[0]["source"].endswith("images/fish.jpg")
 
 
-@pytest.mark.parametrize("mode", ["multi_processing", "multi_threading"])
+@pytest.mark.parametrize("mode", [pytest.param("multi_processing", marks=pytest.mark.process),
+                                  "multi_threading"])
 def test_other_local_modes_give_the_same_outputs(hostile_corpus, hostile_run, mode):
     """multi_processing: DoFns pickled into worker processes that write the pieces;
     multi_threading: two worker threads sharing one image pool."""

@@ -17,6 +17,7 @@ ENTRY_POINTS = [
     ("serving.demo", "--rest_port", "--rest_api_port", ["--model_base_path", "m", "a.jpg"]),
 ]
 HEAVY_MODULES = ("tensorflow", "apache_beam")
+pytestmark = pytest.mark.process  # what is checked is the command: its imports, exit code and stderr
 
 
 def run(argv, repo_root):

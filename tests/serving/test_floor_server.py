@@ -39,6 +39,7 @@ def predict_on_floor(port, jpeg):
         client.close()
 
 
+@pytest.mark.process
 def test_concurrent_requests_get_the_standins_answer_for_the_answer_image(floor, standin):
     port, answer_jpeg = floor
     status, expected = rest_call(standin, "POST", "/v1/models/image_classifier:predict",
@@ -49,6 +50,7 @@ def test_concurrent_requests_get_the_standins_answer_for_the_answer_image(floor,
     assert answers == [expected["predictions"]] * 4
 
 
+@pytest.mark.process
 def test_a_batch_the_model_fails_on_is_answered_500_not_with_the_ready_made_answer(floor):
     port, _ = floor
     with pytest.raises(RuntimeError, match=r"HTTP 500: .*serving_default failed on this input"):

@@ -140,6 +140,7 @@ print(json.dumps([one, two]))
 """
 
 
+@pytest.mark.trains
 def test_two_replicas_evaluate_and_train_as_one(tiny_params, tmp_path, repo_root, monkeypatch):
     from trainer import nets
     from trainer.settings import table

@@ -209,6 +209,8 @@ def test_command_error_is_one_line_and_exit_code_2(tmp_path):
         f"error: {tmp_path} is not a run directory (no params.json); pass the --output_dir of a training run"]
 
 
+@pytest.mark.process
+@pytest.mark.trains  # the session's trained run
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium; "
                                              ".ci/run installs it when run as root)")
 def test_report_renders_in_headless_chromium(trained_run, tmp_path):

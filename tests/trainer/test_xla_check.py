@@ -84,6 +84,7 @@ def test_the_keras_step_with_a_backbone_compiles_under_xla(tiny_params, tmp_path
 # The ImageNet networks at their smallest size (32 px: XLA's work is the graph, not
 # the pixels), one compiled step each, each in bfloat16 (what a TPU runs them in);
 # transposed input is the network's business only through model_fn, checked once.
+@pytest.mark.trains  # a training step of each full-size network: 20-35 s each on 2 cores
 @pytest.mark.parametrize("overrides", [
     {"model": "resnet50", "use_bfloat16": True, "transpose_input": True},
     {"model": "efficientnet_b0", "use_bfloat16": True},
