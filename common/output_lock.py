@@ -2,7 +2,7 @@
 
 THE lock module: preprocessing (preprocess/output_dir.py, OUT/preprocess.lock), both
 batch-prediction routes (common/prediction_records.py hold_prefix, PREFIX.lock), the
-trainer's run directory (trainer/run/output_lock.py, OUT/trainer.lock) and its evaluation
+trainer's run directory (trainer/run/trainer_lock.py, OUT/trainer.lock) and its evaluation
 records (trainer/run/evaluations.py, OUT/eval_results.lock) all take theirs through
 OutputLock.hold. One rule for all, so that a killed run never blocks the next one for long:
   * locally an flock(2) on DIR/NAME (created if absent) with its holder written in it (pid,

@@ -5,7 +5,6 @@ here is byte-for-byte what TF Serving expects.
 
     .venv/bin/python -c "import common.predict_protos as p; print(p.make_predict_request([b'x']))"
 """
-import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2
 
@@ -42,16 +41,6 @@ def tensor_proto_to_array(tensor_proto):
 def request_inputs_to_arrays(request):
     """{input name: numpy array} for every input of a PredictRequest."""
     return {name: tensor_proto_to_array(proto) for name, proto in request.inputs.items()}
-
-
-def fill_predict_response(response, outputs, model_name, version, signature_name):
-    """Copies {output name: numpy array} and the served model spec into a PredictResponse."""
-    response.model_spec.name = model_name
-    response.model_spec.version.value = int(version)
-    response.model_spec.signature_name = signature_name
-    for name, value in outputs.items():
-        response.outputs[name].CopyFrom(tf.make_tensor_proto(np.asarray(value)))
-    return response
 
 
 def response_outputs_to_arrays(response):

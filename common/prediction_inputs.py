@@ -120,11 +120,6 @@ def check_csv_path(path, flag="--predict_input", exists=None, isdir=None):
         raise NoUsableInput(f"{flag} {path} does not exist; expected a CSV of {EXPECTED_CSV}")
 
 
-def parse_uri_line(line, csv_dir, origin=""):
-    """The URI of a 'uri' or 'uri,label' line; InputRejected otherwise."""
-    return parse_uri_and_label(line, csv_dir, origin)[0]
-
-
 def parse_uri_and_label(line, csv_dir, origin=""):
     """(uri, label or None) of a 'uri' or 'uri,label' line; InputRejected otherwise."""
     fields = image_uris.split_csv_line(line, (1, 2), origin=origin)

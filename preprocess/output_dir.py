@@ -65,10 +65,6 @@ def remove_empty_local_dirs(output_dir, prefixes):
                     os.rmdir(dirpath)
 
 
-def has_dataset(output_dir):
-    return FileSystems.exists(FileSystems.join(output_dir, dataset_files.METADATA_FILE))
-
-
 def publish(staging, output_dir):
     """Replaces OUT's dataset (if any) with the staged one, metadata.json last; returns
     whether an earlier dataset was replaced."""

@@ -49,10 +49,6 @@ def shard_path(output_dir, split, index, num_shards):
     return FileSystems.join(output_dir, f"{split}-{index:05d}-of-{num_shards:05d}.tfrecord")
 
 
-def shard_glob(output_dir, split):
-    return FileSystems.join(output_dir, f"{split}-?????-of-?????.tfrecord")
-
-
 def masked_crc32c(data):
     """The TFRecord checksum: CRC-32C rotated right by 15 bits plus a constant."""
     crc = google_crc32c.value(data)

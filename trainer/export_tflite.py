@@ -152,21 +152,20 @@ def export_checkpoint(output_dir, checkpoint_path, staging_base):
     from trainer.export import contract
     params = chain.resolve({"output_dir": output_dir, "mode": "export", "use_tpu": False})
     staged = make_engine(params).export(checkpoint_path, staging_base)
-    staged = staged.decode() if isinstance(staged, bytes) else staged
     contract.check_export(staged)
     return staged
 
 
 def make_engine(params):
     """The engine params["engine"] names, made from params as trainer/run/driver.py makes it
-    (each engine's run hands its class to the driver: trainer/keras/engine.py, trainer/estimator/loop.py)."""
+    (each engine's run hands its class to the driver: trainer/keras/engine.py, trainer/estimator/engine.py)."""
     from trainer import task
     if params["engine"] == "keras":
         from trainer.keras.engine import KerasEngine
         return KerasEngine(params)
     if not task.is_estimator_installed():
         raise UserError(task.ESTIMATOR_MISSING)
-    from trainer.estimator.loop import EstimatorEngine
+    from trainer.estimator.engine import EstimatorEngine
     return EstimatorEngine(params)
 
 

@@ -78,7 +78,7 @@ def load_engine(name):
     if not is_estimator_installed():
         raise UserError(ESTIMATOR_MISSING)
     from trainer.estimator import cluster
-    return cluster.run  # loop.run, or a cluster role of TF_CONFIG
+    return cluster.run  # the engine's run, or a cluster role of TF_CONFIG
 
 
 if __name__ == "__main__":

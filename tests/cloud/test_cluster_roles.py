@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from trainer.cloud import tf_config
-from trainer.estimator import cluster, loop
+from trainer.estimator import cluster, engine as estimator_engine
 from trainer import chain
 from tests.conftest import free_ports
 
@@ -58,14 +58,14 @@ def test_without_a_ps_nothing_changes(config):
 
 def test_run_config_of_a_worker_has_its_filters(tiny_params, monkeypatch):
     monkeypatch.setenv("TF_CONFIG", json.dumps(make_tf_config("worker")))
-    run_config = loop.make_run_config(tiny_params)
+    run_config = estimator_engine.make_run_config(tiny_params)
     assert run_config.task_type == "worker" and run_config.num_ps_replicas == 1
     assert list(run_config.session_config.device_filters) == ["/job:ps", "/job:worker/task:0"]
 
 
 def test_no_ps_runs_the_plain_loop(monkeypatch):
     calls = []
-    monkeypatch.setattr(loop, "run", lambda params: calls.append(params) or "export-path")
+    monkeypatch.setattr(estimator_engine, "run", lambda params: calls.append(params) or "export-path")
     environ = {"TF_CONFIG": json.dumps({"cluster": {}, "task": {}, "environment": "cloud"})}
     assert cluster.run({"use_tpu": False}, environ) == "export-path" and len(calls) == 1
 
@@ -81,7 +81,7 @@ def test_roles_it_cannot_run_are_named(task_type, params, error):
 
 
 def test_evaluator_does_nothing(monkeypatch, caplog):
-    monkeypatch.setattr(loop, "run", lambda params: pytest.fail("an evaluator must not run the loop"))
+    monkeypatch.setattr(estimator_engine, "run", lambda params: pytest.fail("an evaluator must not run the loop"))
     environ = {"TF_CONFIG": json.dumps(make_tf_config("evaluator"))}
     with caplog.at_level("WARNING"):
         assert cluster.run({"use_tpu": False}, environ) is None
@@ -119,11 +119,11 @@ def test_tpu_vm_local_resolver_only_with_use_tpu(tiny_argv, monkeypatch, argv, e
     params = chain.parse_params(tiny_argv + argv)
     assert params["tpu"] == "local"
     if expected is None:
-        loop.make_estimator(params)
+        estimator_engine.make_estimator(params)
         assert calls == []
     else:
         with pytest.raises(RuntimeError, match="no TPU here"):
-            loop.make_estimator(params)
+            estimator_engine.make_estimator(params)
         assert calls == [expected]
 
 
@@ -146,7 +146,7 @@ def test_tpu_vm_local_resolver_reaches_the_run_config(tiny_argv, monkeypatch):
     FakeTpuVmResolver.made = []
     monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", FakeTpuVmResolver)
     params = chain.parse_params(tiny_argv + ["--use_tpu", "--tpu", "local", "--iterations_per_loop", "3"])
-    run_config = loop.make_run_config(params)
+    run_config = estimator_engine.make_run_config(params)
     assert FakeTpuVmResolver.made == [{"tpu": "local", "zone": None, "project": None}]
     assert isinstance(run_config.cluster, FakeTpuVmResolver) and run_config.master == ""
     assert (run_config.tpu_config.iterations_per_loop, run_config.tpu_config.num_shards) == (

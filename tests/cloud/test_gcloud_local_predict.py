@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.cloud.test_gcloud_local_train import GCLOUD, gcloud_env, run_gcloud  # noqa: F401  (fixture)
+from tests.cloud.test_gcloud_local_train import GCLOUD, gcloud_env, run_gcloud
 from tests.serving.test_real_export import predict_in_process
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 
@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.process,
               pytest.mark.skipif(GCLOUD is None, reason="gcloud (Google Cloud SDK) is not installed")]
 
 
-def test_local_predict_serves_the_keras_export(gcloud_env, tiny_dataset, make_jpeg, tmp_path):  # noqa: F811
+def test_local_predict_serves_the_keras_export(tiny_dataset, make_jpeg, tmp_path):
     from trainer import task
     flags = dict(TINY_FLAGS, train_data_path=f"{tiny_dataset}/train-*", train_steps=2,
                  eval_data_path=f"{tiny_dataset}/eval-*", output_dir=tmp_path / "out", engine="keras")
@@ -32,7 +32,7 @@ def test_local_predict_serves_the_keras_export(gcloud_env, tiny_dataset, make_jp
                                              "key": f"k{i}"}) + "\n" for i, j in enumerate(jpegs)))
     code, output, leftovers = run_gcloud(
         ["ai-platform", "local", "predict", f"--model-dir={export_dir}", f"--json-instances={instances}",
-         "--signature-name=predict_keyed", "--format=json"], gcloud_env)
+         "--signature-name=predict_keyed", "--format=json"], gcloud_env(tmp_path))
     assert code == 0 and leftovers == [], output[-3000:]
     predictions = json.JSONDecoder().raw_decode(output[output.index("["):])[0]  # then its warnings
     assert [p["key"] for p in predictions] == ["k0", "k1"]

@@ -18,7 +18,7 @@ def record(name, level, pathname):
 
 
 @pytest.mark.parametrize("name, level, where, shown", [
-    ("trainer.estimator.loop", logging.INFO, "project", True),
+    ("trainer.estimator.engine", logging.INFO, "project", True),
     ("root", logging.WARNING, "project", True),      # logging.warning(...) in this project
     ("root", logging.INFO, "project", False),        # logging.info(...): detail for -v
     ("tensorflow", logging.WARNING, "library", False),  # deprecation blocks

@@ -69,7 +69,7 @@ def predict_with_estimator(out_dir, jpegs, record_path):
     from common import record_schema
     from trainer import chain
     from trainer.data import input as input_lib
-    from trainer.estimator import loop
+    from trainer.estimator import engine as estimator_engine
     from trainer.run import checkpoints
     with tf.io.TFRecordWriter(str(record_path)) as writer:
         for i, jpeg in enumerate(jpegs):
@@ -77,7 +77,7 @@ def predict_with_estimator(out_dir, jpegs, record_path):
             writer.write(record_schema.make_example(jpeg, int(height), int(width), 0, "a", f"{i}.jpg"))
     params = chain.resolve({"output_dir": str(out_dir)})
     checkpoint, _ = checkpoints.latest_checkpoint(str(out_dir))
-    predictions = loop.make_estimator(params).predict(
+    predictions = estimator_engine.make_estimator(params).predict(
         input_lib.make_input_fn(str(record_path), tf.estimator.ModeKeys.PREDICT),
         checkpoint_path=checkpoint)
     rows = [p[signature.OUTPUT_PROBABILITIES] for _, p in zip(jpegs, predictions)]  # drop padding

@@ -1,7 +1,7 @@
 """Checks of a finished run shared by both engines' tests, without the Estimator engine: the
 Keras engine's tests run where tensorflow-estimator is not installed (make test-keras).
 
-    .venv/bin/python -m pytest tests/trainer/test_loop.py tests/trainer/test_keras_engine.py
+    .venv/bin/python -m pytest tests/trainer/test_estimator_engine.py tests/trainer/test_keras_engine.py
 """
 import glob
 import os

@@ -21,7 +21,7 @@ from trainer.data import byo_records, data_checks, input as input_lib
 from trainer.run import eval_records
 from trainer import chain, task
 from trainer.run import params_file
-from trainer.estimator import loop
+from trainer.estimator import engine as estimator_engine
 
 # Three ImageNet synsets; imagenet_to_gcs numbers the sorted synsets from 1.
 SYNSETS = ("n01440764", "n01443537", "n01484850")
@@ -100,7 +100,7 @@ def test_tpu_records_train_evaluate_and_export_with_their_synsets(imagenet_dir, 
     params = chain.parse_params(argv)
     assert params["labels"] == list(SYNSETS) and params["num_classes"] == 3
     assert (params["num_train_examples"], params["num_eval_examples"]) == (24, 9)
-    exported = loop.run(params)
+    exported = estimator_engine.run(params)
     (record,) = eval_records.read_eval_results(out)
     assert record["global_step"] == 80 and record["accuracy"] >= 0.9, record
     model = export_predictor.load_export(exported)

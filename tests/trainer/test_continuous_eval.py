@@ -16,8 +16,8 @@ from tests.conftest import write_dataset
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from tests.user_commands import start_trainer, user_env
 from trainer import chain
-from trainer.estimator import loop
-from trainer.run import checkpoints, continuous_eval, early_stopping, eval_records, output_lock
+from trainer.estimator import engine as estimator_engine
+from trainer.run import checkpoints, continuous_eval, early_stopping, eval_records, trainer_lock
 from trainer.settings import checks, table
 
 
@@ -38,8 +38,8 @@ def test_evaluates_each_checkpoint_of_a_running_trainer_once(tiny_dataset, tmp_p
                             env=user_env(TF_CPP_MIN_LOG_LEVEL=3))
     try:
         evaluator = chain.parse_params(argv + ["--mode=continuous_eval", "--eval_timeout_secs=240"])
-        records = loop.run(evaluator)  # returns once the trainer's final step is evaluated
-        holder = (out / output_lock.LOCK_FILE).read_text()
+        records = estimator_engine.run(evaluator)  # returns once the trainer's final step is evaluated
+        holder = (out / trainer_lock.LOCK_FILE).read_text()
     finally:
         output, _ = trainer.communicate(timeout=300)
     assert trainer.returncode == 0, output[-3000:]
@@ -51,14 +51,14 @@ def test_evaluates_each_checkpoint_of_a_running_trainer_once(tiny_dataset, tmp_p
     best_base = out / signature.BEST_EXPORT_SUBDIR / "image_classifier"
     assert os.listdir(best_base) == [str(best["global_step"])]
     assert json.loads((out / table.PARAMS_FILE).read_text())["mode"] == "train"  # the trainer's
-    assert loop.run(evaluator) == []  # the final step is evaluated: nothing to wait for
+    assert estimator_engine.run(evaluator) == []  # the final step is evaluated: nothing to wait for
 
 
 @pytest.mark.trains  # the continuous_eval mode, with nothing to evaluate
 def test_exits_after_the_timeout_without_a_checkpoint(tiny_argv, tmp_path):
     params = chain.parse_params(tiny_argv + ["--mode=continuous_eval", "--eval_timeout_secs=1"])
     start = time.monotonic()
-    assert loop.run(params) == []
+    assert estimator_engine.run(params) == []
     assert time.monotonic() - start < 1 + 2 * continuous_eval.POLL_SECS + 5
     assert not (tmp_path / "out" / table.PARAMS_FILE).exists()  # params.json is a trainer's
 

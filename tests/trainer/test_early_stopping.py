@@ -15,7 +15,7 @@ from tests.trainer.conftest import TINY_FLAGS, as_argv
 from trainer.settings import checks
 from trainer import chain
 from trainer.run import checkpoints, early_stopping, eval_records, rounds
-from trainer.estimator import loop
+from trainer.estimator import engine as estimator_engine
 from trainer.export import contract
 
 
@@ -92,7 +92,7 @@ def test_a_resumed_run_remembers_its_patience_stops_and_exports_its_best(copy_of
     # evaluation without improvement: with patience 2, one more evaluation stops the run.
     best_export = rewrite_results(out, [1.0, 0.5])
     resumed = dict(flags, train_steps=40, early_stopping_patience=2)
-    exported = loop.run(chain.parse_params(as_argv(resumed)))
+    exported = estimator_engine.run(chain.parse_params(as_argv(resumed)))
     assert checkpoints.latest_checkpoint(str(out))[1] == 6  # one round, not 40 steps
     assert exported == os.path.join(out, signature.EXPORT_SUBDIR, "image_classifier", "2")
     contract.check_export(exported)
@@ -101,5 +101,5 @@ def test_a_resumed_run_remembers_its_patience_stops_and_exports_its_best(copy_of
     assert (why["stopped_at_step"], why["best_step"], why["best_value"], why["patience"]) == (6, 2, 1.0, 2)
     assert why["reason"].startswith("accuracy did not improve on 1 (step 2) in 2 evaluations")
     assert [r["evaluations_without_improvement"] for r in eval_records.read_eval_results(out)][-1] == 2
-    assert loop.run(chain.parse_params(as_argv(resumed))) == exported  # a rerun stops again
+    assert estimator_engine.run(chain.parse_params(as_argv(resumed))) == exported  # a rerun stops again
     assert checkpoints.latest_checkpoint(str(out))[1] == 6

@@ -8,10 +8,10 @@ import inspect
 import pytest
 
 from tests.engines import HAS_ESTIMATOR
-from trainer.run import engine as engine_seam
+from trainer.run.engine import Engine
 
 ENGINES = [("trainer.keras.engine", "KerasEngine")] + (
-    [("trainer.estimator.loop", "EstimatorEngine")] if HAS_ESTIMATOR else [])
+    [("trainer.estimator.engine", "EstimatorEngine")] if HAS_ESTIMATOR else [])
 METHODS = ("train", "evaluate", "export", "predict")
 
 
@@ -22,10 +22,10 @@ def parameters(function):
 @pytest.mark.parametrize("module, name", ENGINES)
 def test_each_engine_is_an_engine_with_every_method_and_its_parameters(module, name):
     engine_class = getattr(importlib.import_module(module), name)
-    assert engine_seam.Engine in engine_class.__mro__  # named as its base: a reader can jump to it
+    assert Engine in engine_class.__mro__  # named as its base: a reader can jump to it
     for method in METHODS:
         assert method in vars(engine_class), f"{name} does not define {method}"
-        assert parameters(getattr(engine_class, method)) == parameters(getattr(engine_seam.Engine, method))
+        assert parameters(getattr(engine_class, method)) == parameters(getattr(Engine, method))
     assert "self.eval_dir = " in inspect.getsource(engine_class.__init__)
 
 
@@ -37,4 +37,4 @@ def test_a_class_missing_a_method_is_not_an_engine():
         def evaluate(self, checkpoint_path): ...
         def export(self, checkpoint_path, staging_base): ...
 
-    assert not isinstance(NoPredict(), engine_seam.Engine)
+    assert not isinstance(NoPredict(), Engine)

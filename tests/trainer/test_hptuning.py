@@ -10,7 +10,7 @@ import pytest
 
 from trainer import chain
 from trainer.run import checkpoints, eval_records
-from trainer.estimator import loop
+from trainer.estimator import engine as estimator_engine
 from trainer.run import evaluations
 from trainer.cloud import hptuning
 
@@ -54,7 +54,7 @@ def test_an_evaluation_is_recorded_and_reported_once(tiny_params, tmp_path, monk
     reported = []
     monkeypatch.setattr(hptuning, "report_metric", lambda params, record: reported.append(
         (params["early_stopping_metric"], record["global_step"])))
-    engine = loop.EstimatorEngine(tiny_params)
+    engine = estimator_engine.EstimatorEngine(tiny_params)
     engine.train(max_steps=2)
     latest = checkpoints.latest_checkpoint(tiny_params["output_dir"]).prefix
     record = evaluations.evaluate_and_record(engine, tiny_params, latest)

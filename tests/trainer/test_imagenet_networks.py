@@ -20,7 +20,7 @@ from tests.trainer.conftest import TINY_FLAGS, as_argv
 from tests.trainer.fine_tune_helpers import write_hub_module, write_momentum_hub_module
 from trainer import nets
 from trainer import chain
-from trainer.estimator import loop
+from trainer.estimator import engine as estimator_engine
 
 
 def train_and_export(data, out, *booleans, **flags):
@@ -28,7 +28,7 @@ def train_and_export(data, out, *booleans, **flags):
     params = chain.parse_params(as_argv(dict(
         TINY_FLAGS, train_data_path=f"{data}/train-*", eval_data_path=f"{data}/eval-*",
         output_dir=out, **flags)) + [f"--{flag}" for flag in booleans])
-    return params, loop.run(params)
+    return params, estimator_engine.run(params)
 
 
 def serve(export_dir, jpegs):

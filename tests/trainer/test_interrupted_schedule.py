@@ -88,6 +88,6 @@ def test_a_run_killed_between_evaluations_resumes_and_evaluates_where_an_uninter
     assert checkpoints.latest_checkpoint(str(output_dir))[1] == TRAIN_STEPS
     # Checkpoint 75 lies between two evaluations of the schedule: trained on, not evaluated, as
     # in a run never interrupted (whose evaluations at multiples of --steps_per_eval
-    # tests/trainer/test_loop.py and test_keras_engine.py check): not [50, 75, 125, 150].
+    # tests/trainer/test_estimator_engine.py and test_keras_engine.py check): not [50, 75, 125, 150].
     assert evaluated_steps(output_dir) == [50, 100, 150]
     assert os.path.isdir(output_dir / "export" / "image_classifier" / str(TRAIN_STEPS))

@@ -38,7 +38,7 @@ def tiny_dataset(tmp_path_factory):
 
 
 def check_run_directory(params, export_dir):
-    """What the Estimator engine's run leaves (tests/trainer/test_loop.py), from the Keras engine."""
+    """What the Estimator engine's run leaves (tests/trainer/test_estimator_engine.py), from the Keras engine."""
     out = params["output_dir"]
     records = eval_records.read_eval_results(out)
     assert [r["global_step"] for r in records] == [2, 4]

@@ -76,12 +76,12 @@ def write_both_checkpoints(params, keras_dir, estimator_dir):
 ], ids=["small_cnn", "resnet_averaged_smoothed"])
 @needs_estimator
 def test_both_engines_report_the_same_metrics_on_the_same_weights(tiny_params, tmp_path, overrides):
-    from trainer.estimator import loop
+    from trainer.estimator import engine as estimator_engine
     params = dict(tiny_params, **overrides)
     keras, keras_prefix, estimator_prefix = write_both_checkpoints(
         params, str(tmp_path / "keras"), str(tmp_path / "estimator"))
     by_keras = keras.evaluate(keras_prefix)
-    by_estimator = loop.EstimatorEngine(dict(params, output_dir=str(tmp_path / "estimator"))).evaluate(
+    by_estimator = estimator_engine.EstimatorEngine(dict(params, output_dir=str(tmp_path / "estimator"))).evaluate(
         estimator_prefix)
     np.testing.assert_array_equal(by_keras.pop(metrics.CONFUSION_MATRIX_METRIC),
                                   by_estimator.pop(metrics.CONFUSION_MATRIX_METRIC))

@@ -169,10 +169,10 @@ def test_host_call_writes_tensorboard_scalars(tiny_params, tmp_path):
 def test_cpu_training_writes_input_images_and_training_accuracy(tiny_argv):
     """Off TPU: TensorBoard gets the first training images ([0, 1], 3 of them) and accuracy."""
     from trainer import chain
-    from trainer.estimator import loop
+    from trainer.estimator import engine as estimator_engine
     params = chain.parse_params(tiny_argv + ["--train_steps=2", "--steps_per_eval=2",
                                               "--save_summary_steps=1"])
-    loop.run(params)
+    estimator_engine.run(params)
     images, scalars = [], set()
     for path in glob.glob(f"{params['output_dir']}/events.out.tfevents.*"):
         for event in tf.compat.v1.train.summary_iterator(path):

@@ -24,10 +24,10 @@ import pytest
 from trainer import task
 from trainer.settings import checks
 from trainer import chain
-from trainer.estimator import loop
+from trainer.estimator import engine as estimator_engine
 from trainer.run import driver, evaluations
 from common import gcs_lease
-from trainer.run import checkpoints, output_lock
+from trainer.run import checkpoints, trainer_lock
 
 HOLDER = f"pid {os.getpid()} on {socket.gethostname()} since "
 
@@ -74,7 +74,7 @@ def short_lease(monkeypatch):
     return 1.8
 
 
-def lock_object(bucket, out, name=output_lock.LOCK_FILE):
+def lock_object(bucket, out, name=trainer_lock.LOCK_FILE):
     return bucket.get_blob(f"{out[len(f'gs://{bucket.name}/'):]}/{name}")
 
 
@@ -82,7 +82,7 @@ def read_body(blob):
     return json.loads(blob.download_as_bytes())
 
 
-def write_foreign_lease(bucket, out, holder, expires, name=output_lock.LOCK_FILE):
+def write_foreign_lease(bucket, out, holder, expires, name=trainer_lock.LOCK_FILE):
     """Another process's lease, written as gcs_lease writes one."""
     blob = bucket.blob(f"{out[len(f'gs://{bucket.name}/'):]}/{name}")
     blob.upload_from_string(json.dumps({"holder": holder, "id": "other", "expires": expires,
@@ -105,12 +105,12 @@ def test_the_emulator_enforces_generation_preconditions(bucket):
 
 @pytest.mark.process
 def test_a_second_trainer_is_refused_naming_the_holder(bucket, out):
-    with output_lock.hold_output_dir(out):
+    with trainer_lock.hold_output_dir(out):
         body = read_body(lock_object(bucket, out))
         assert body["holder"].startswith(HOLDER)
         assert 85 < body["expires"] - time.time() <= gcs_lease.LEASE_SECONDS
-        with pytest.raises(output_lock.OutputDirBusy) as busy:
-            with output_lock.hold_output_dir(out):
+        with pytest.raises(trainer_lock.OutputDirBusy) as busy:
+            with trainer_lock.hold_output_dir(out):
                 pytest.fail("a second holder got the lease")
     message = str(busy.value)
     assert message.startswith(f"output_dir={out!r} is in use by another trainer ({HOLDER}")
@@ -120,7 +120,7 @@ def test_a_second_trainer_is_refused_naming_the_holder(bucket, out):
 
 @pytest.mark.process
 def test_the_trainer_command_refuses_a_held_output_dir(bucket, out, tiny_params, monkeypatch, capsys):
-    """task.main -> cluster.run -> loop.run -> driver.run -> the lease: exit 2 and one line naming the holder.
+    """task.main -> cluster.run -> estimator_engine.run -> driver.run -> the lease: exit 2 and one line naming the holder.
     Only the settings chain and the checkpoint look are skipped: they read gs:// through TF."""
     holder = "pid 4242 on tpu-vm-7 since 2024-05-01T10:00:00+00:00"
     write_foreign_lease(bucket, out, holder, time.time() + 60)
@@ -141,7 +141,7 @@ def test_the_trainer_command_refuses_a_held_output_dir(bucket, out, tiny_params,
 @pytest.mark.process
 def test_an_expired_lease_is_taken_over(bucket, out):
     stale = write_foreign_lease(bucket, out, "pid 1 on preempted-vm since earlier", time.time() - 1)
-    with output_lock.hold_output_dir(out):
+    with trainer_lock.hold_output_dir(out):
         current = lock_object(bucket, out)
         assert current.generation != stale.generation
         assert read_body(current)["holder"].startswith(HOLDER)
@@ -243,7 +243,7 @@ def test_recording_results_takes_over_an_expired_holder(bucket, out, short_lease
 def test_a_missing_bucket_is_one_config_error(gcs_bucket):
     with pytest.raises(checks.ConfigError, match=r"^cannot write the lease gs://no-such-bucket/"
                                                  r"out/trainer.lock: its bucket does not exist$"):
-        with output_lock.hold_output_dir("gs://no-such-bucket/out"):
+        with trainer_lock.hold_output_dir("gs://no-such-bucket/out"):
             pass
 
 
@@ -257,5 +257,5 @@ def test_no_credentials_is_one_config_error(monkeypatch, tmp_path):
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))  # no gcloud login either
     with pytest.raises(checks.ConfigError, match=r"^no Google Cloud credentials to write the lease "
                                                  r"gs://b/out/trainer.lock: run `gcloud auth"):
-        with output_lock.hold_output_dir("gs://b/out"):
+        with trainer_lock.hold_output_dir("gs://b/out"):
             pass

@@ -68,15 +68,15 @@ def test_csv_line_round_trips(record, expected):
 
 
 @pytest.mark.parametrize("line,expected", [
-    ("a.jpg,cat", "/d/a.jpg"), ("a.jpg", "/d/a.jpg"), ("gs://b/a.jpg,", "gs://b/a.jpg")])
+    ("a.jpg,cat", ("/d/a.jpg", "cat")), ("a.jpg", ("/d/a.jpg", None)), ("gs://b/a.jpg,", ("gs://b/a.jpg", None))])
 def test_uri_lines_with_or_without_label(line, expected):
-    assert prediction_inputs.parse_uri_line(line, "/d") == expected
+    assert prediction_inputs.parse_uri_and_label(line, "/d") == expected
 
 
 @pytest.mark.parametrize("line", ["a.jpg,cat,extra", ",cat"])
 def test_malformed_uri_line_is_named(line):
     with pytest.raises(prediction_inputs.InputRejected, match="malformed_csv_line"):
-        prediction_inputs.parse_uri_line(line, "/d")
+        prediction_inputs.parse_uri_and_label(line, "/d")
 
 
 @pytest.mark.parametrize("overrides,message", [

@@ -3,7 +3,7 @@
 A real process (trainer.task with Python's own Ctrl-C handler) and a real SIGINT, with the Keras
 engine: the engine whose training call crashed once when the interrupt landed inside TensorFlow's
 own Python. The Estimator engine stops on the same handler (common/console.py's on_stop_signal
-and deferring_termination, which loop.py's training call holds): its stop, save and line are
+and deferring_termination, which estimator/engine.py's training call holds): its stop, save and line are
 tests/trainer/test_preemption.py's SIGTERM test. kill -9 and the run again that resumes are
 tests/trainer/test_interrupted_schedule.py's, both engines.
 

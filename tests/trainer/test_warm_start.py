@@ -19,7 +19,7 @@ from tests.trainer.conftest import TINY_FLAGS, as_argv
 from tests.trainer.fine_tune_helpers import write_backbone_weights
 from trainer import nets, task
 from trainer import chain
-from trainer.estimator import loop, model
+from trainer.estimator import engine as estimator_engine, model
 from trainer.run import params_file, warm_start
 
 ModeKeys = tf.estimator.ModeKeys
@@ -99,7 +99,7 @@ def test_a_resumed_run_ignores_warm_start_and_says_so(ten_class_checkpoint, copy
     trained = tf.train.load_variable(tf.train.latest_checkpoint(str(out)), "conv0/kernel")
     params = chain.parse_params(run_argv(data, out, train_steps=6, warm_start_from=ten_class_checkpoint))
     with caplog.at_level(logging.INFO):
-        loop.run(params)
+        estimator_engine.run(params)
     assert f"warm_start_from='{ten_class_checkpoint}' ignored: output_dir already has checkpoints " \
            f"(step 4)" in caplog.text
     # Resumed from its own step-4 weights: model_fn's graph gets no warm-start restores.

@@ -1,6 +1,6 @@
 """TF_CONFIG, the cluster description AI Platform and `gcloud ai-platform local train` set.
 
-Read only here, so loop.py (session config) and cluster.py (roles) agree on it.
+Read only here, so estimator/engine.py (session config) and cluster.py (roles) agree on it.
 
     TF_CONFIG='{"cluster": {"chief": ["localhost:2222"], "ps": ["localhost:2223"]},
                 "task": {"type": "chief", "index": 0}}' .venv/bin/python -m trainer.cloud.tf_config

@@ -5,7 +5,7 @@ shards, common/dataset_files.py); records with neither file (tensorflow/tpu's Im
 records) are read by trainer/data/byo_records.py. Runs after every setting has passed
 its check and before anything is written (trainer/chain.py).
 
-    .venv/bin/python -c "from trainer.settings import dataset_info as d; print(d.read_dataset_info('work/demo/data/train-*')[0])"
+    .venv/bin/python -c "from trainer.data import dataset_info as d; print(d.read_dataset_info('work/demo/data/train-*')[0])"
 """
 import logging
 import os

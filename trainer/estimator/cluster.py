@@ -4,7 +4,7 @@ Estimator's own CPU/GPU distribution: every task runs the same command, and
 TF_CONFIG (set by AI Platform, or by `gcloud ai-platform local train
 --distributed`) names its role:
 
-  chief (or master)  starts its tf.distribute.Server, runs loop.run (trainer/run/driver.py: train
+  chief (or master)  starts its tf.distribute.Server, runs estimator_engine.run (trainer/run/driver.py: train
                      rounds, evaluate, export), then tells every ps it is done.
   worker             starts its server, trains to train_steps, tells every ps.
   ps                 serves variables until the chief and every worker said done,
@@ -14,7 +14,7 @@ TF_CONFIG (set by AI Platform, or by `gcloud ai-platform local train
 
 The "done" message is one token per trainer in a FIFOQueue that lives on each
 ps (shared_name DONE_QUEUE): it needs no file and nothing left behind. With no
-ps in the cluster (a local run, a single-node job, TPU) loop.run runs as before.
+ps in the cluster (a local run, a single-node job, TPU) estimator_engine.run runs as before.
 
     gcloud ai-platform local train --module-name trainer.task --package-path trainer \\
         --job-dir OUT --distributed --parameter-server-count 1 --worker-count 1 \\
@@ -26,7 +26,7 @@ import time
 import tensorflow as tf
 
 from trainer.data import input as input_lib
-from trainer.estimator import loop
+from trainer.estimator import engine as estimator_engine
 from trainer.run import checkpoints, modes, seeds
 from trainer.cloud.tf_config import (CHIEF_TYPES, TRAINER_TYPES, ClusterError, is_ps_cluster,
                                read_tf_config, task_of)
@@ -115,7 +115,7 @@ def train_worker(params, index=0, name="worker"):
     """On worker index: trains to train_steps with the chief; the chief checkpoints and evaluates."""
     start_step = wait_for_chief(params["output_dir"])
     seeds.seed_process(params)
-    estimator = loop.make_estimator(params)
+    estimator = estimator_engine.make_estimator(params)
     # A seeded worker reads its own order, not the chief's (stream 0) nor another worker's.
     train_input_fn = input_lib.make_input_fn(
         params["train_data_path"], tf.estimator.ModeKeys.TRAIN,
@@ -132,7 +132,7 @@ def run_trainer(params, tf_config):
     server = start_server(tf_config)
     try:
         if task_type in CHIEF_TYPES:
-            return loop.run(params)
+            return estimator_engine.run(params)
         if modes.of(params).trains:  # train: a separate eval job evaluates
             train_worker(params, index, f"{task_type}/{index}")
         return None
@@ -141,10 +141,10 @@ def run_trainer(params, tf_config):
 
 
 def run(params, environ=None):
-    """Runs this process's role of TF_CONFIG; without a ps cluster, loop.run(params)."""
+    """Runs this process's role of TF_CONFIG; without a ps cluster, estimator_engine.run(params)."""
     tf_config = read_tf_config(environ)
     if not is_ps_cluster(tf_config):
-        return loop.run(params)
+        return estimator_engine.run(params)
     task_type, index = task_of(tf_config)
     if params["use_tpu"]:
         raise ClusterError(f"use_tpu=True with a parameter-server cluster in TF_CONFIG "

@@ -66,7 +66,6 @@ def export_into_place(params, step, export_base, write_saved_model):
     if tf.io.gfile.exists(staging_base):  # left over by a killed export
         tf.io.gfile.rmtree(staging_base)
     staged = write_saved_model(staging_base)
-    staged = staged.decode() if isinstance(staged, bytes) else staged
     contract.check_export(staged)
     write_warmup(staged, params)
     tf.io.gfile.makedirs(os.path.dirname(final))

@@ -16,12 +16,12 @@ from trainer.keras import checkpoint as checkpoint_lib, evaluate as evaluate_lib
 from trainer.keras import export as export_lib, model as model_lib, strategy as strategy_lib
 from trainer.keras import predict as predict_lib, train as train_lib
 from trainer.run import driver, predictions
-from trainer.run import engine as engine_seam
+from trainer.run.engine import Engine
 
 EVAL_SUBDIR = "eval"  # OUT/eval: TensorBoard's eval scalars and pictures, where Estimator writes them
 
 
-class KerasEngine(engine_seam.Engine):
+class KerasEngine(Engine):
     """trainer/run/engine.py's Engine, made of a TrainingModel under a tf.distribute strategy."""
 
     def __init__(self, params):

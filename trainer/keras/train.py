@@ -114,7 +114,7 @@ class TrainingLog:
     progress_seconds."""
 
     def __init__(self, params, start_step):
-        self.settings, self.start_step = params, start_step
+        self.params, self.start_step = params, start_step
         self.writer = eval_pictures.eval_writer(params["output_dir"])  # one events file per process
         self.start = self.last_print = self.last_call_end = time.monotonic()
         self.loss = None
@@ -128,21 +128,21 @@ class TrainingLog:
         steps = len(history["cross_entropy"])
         self.write_summaries(step - steps + 1, history, steps / max(now - self.last_call_end, 1e-9))
         self.last_call_end = now
-        if now - self.last_print >= self.settings["progress_seconds"]:
+        if now - self.last_print >= self.params["progress_seconds"]:
             self.report(step)
 
     def write_summaries(self, first_step, history, steps_per_sec):
         """The scalars Estimator writes (loss, learning_rate, train_accuracy, steps and
         examples/s) at each step of the call that is a multiple of save_summary_steps: the
         logs of the step that ended there (model.step counts it), the rate the call's."""
-        every = self.settings["save_summary_steps"]
+        every = self.params["save_summary_steps"]
         steps = [step for step in range(first_step, first_step + len(history["loss"])) if step % every == 0]
         with self.writer.as_default():
             for step in steps:
                 for name in ("loss", "learning_rate", "train_accuracy"):
                     tf.summary.scalar(name, float(history[name][step - first_step]), step=step)
                 tf.summary.scalar("global_step/sec", steps_per_sec, step=step)
-                tf.summary.scalar("examples/sec", steps_per_sec * self.settings["train_batch_size"], step=step)
+                tf.summary.scalar("examples/sec", steps_per_sec * self.params["train_batch_size"], step=step)
         if steps:
             self.writer.flush()
 
@@ -150,6 +150,6 @@ class TrainingLog:
         """One progress line: the step, the cross entropy, examples/s and the time left."""
         elapsed = time.monotonic() - self.start
         rate = (step - self.start_step) / elapsed if step > self.start_step and elapsed > 0 else None
-        eta = (self.settings["train_steps"] - step) / rate if rate else None
-        self.line.show(step, self.loss, rate * self.settings["train_batch_size"] if rate else None, eta)
+        eta = (self.params["train_steps"] - step) / rate if rate else None
+        self.line.show(step, self.loss, rate * self.params["train_batch_size"] if rate else None, eta)
         self.last_print = time.monotonic()

@@ -4,7 +4,7 @@ Both engines (trainer/estimator/, trainer/keras/) keep one run-directory contrac
 because they share this driver: before anything is written the data is checked
 against metadata.json (trainer/data/data_checks.py), the checkpoints against what they
 claim (trainer/run/checkpoints.py) and the TPU is looked up; then the output
-directory's lock is taken (trainer/run/output_lock.py; not for predict, which writes
+directory's lock is taken (trainer/run/trainer_lock.py; not for predict, which writes
 elsewhere, nor for continuous_eval, which runs beside the trainer that holds it), the
 engine is made (a Keras TPU starts), OUT/params.json is written and the mode runs.
 Which of these a mode needs, and the function that runs it, is its row of
@@ -26,11 +26,11 @@ import tensorflow as tf
 
 from trainer.cloud import tpu
 from trainer.data import data_checks
-from trainer.run import checkpoints, modes, output_lock, params_file, seeds, warm_start
-from trainer.run import engine as engine_seam
+from trainer.run import checkpoints, modes, trainer_lock, params_file, seeds, warm_start
+from trainer.run.engine import Engine
 
 
-def run(params, make_engine: typing.Callable[[dict], engine_seam.Engine]):
+def run(params, make_engine: typing.Callable[[dict], Engine]):
     """Runs params["mode"] with the engine make_engine(params) makes; returns what the mode produced.
     The run directory's checkpoint state is read here (under the lock when the mode takes it)
     and passed down to what decides on it: warm start, the rounds, the mode's checkpoint."""
@@ -50,7 +50,7 @@ def run(params, make_engine: typing.Callable[[dict], engine_seam.Engine]):
         is_from_checkpoint = not params["predict_export_dir"]
         state = checkpoints.checked_state(output_dir, repair=False, say=is_from_checkpoint,
                                           needed_by=needed_by if is_from_checkpoint else None)
-    with output_lock.hold_output_dir(output_dir) if mode.holds_lock else contextlib.nullcontext():
+    with trainer_lock.hold_output_dir(output_dir) if mode.holds_lock else contextlib.nullcontext():
         if mode.holds_lock:  # again under the lock, which may have waited
             state = checkpoints.checked_state(output_dir, repair=True, needed_by=needed_by)
         try:

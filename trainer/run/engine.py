@@ -1,11 +1,11 @@
 """The seam between the run room and an engine: what trainer/run/driver.py and the modes call.
 
-Both engines implement it (trainer/estimator/loop.py EstimatorEngine, trainer/keras/engine.py
+Both engines implement it (trainer/estimator/engine.py EstimatorEngine, trainer/keras/engine.py
 KerasEngine) and name it as their base, so a reader jumps from a call in rounds.py to here,
 and tests/trainer/test_engine_protocol.py holds each to every member with the same
 parameters. An engine is made by the driver once the run's checks have passed.
 
-    .venv/bin/python -c "import typing; from trainer.run.engine import Engine; print(sorted(Engine.__protocol_attrs__))"
+    .venv/bin/python -c "from trainer.run.engine import Engine; print([m for m in vars(Engine) if not m.startswith('_')])"
 """
 import typing
 

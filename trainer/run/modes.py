@@ -16,13 +16,13 @@ import tensorflow as tf
 from trainer.export import staging
 from trainer.run import checkpoints, evaluations, rounds
 from trainer.run import continuous_eval as continuous_eval_lib
-from trainer.run import engine as engine_seam
+from trainer.run.engine import Engine
 
 
 @dataclasses.dataclass(frozen=True)
 class Mode:
     """What the driver does around one mode's run function."""
-    runs: typing.Callable[[engine_seam.Engine, dict, checkpoints.CheckpointState], typing.Any]  # -> the result
+    runs: typing.Callable[[Engine, dict, checkpoints.CheckpointState], typing.Any]  # -> the result
     trains: bool = False  # reads the train split: warm start checked and prepared; resumable
     needs_checkpoint: bool = False  # refuses in one line when OUT has no checkpoint
     checks_run_dir: bool = True  # data, checkpoints and TPU checked first (predict: its checkpoint only)

@@ -3,7 +3,7 @@
 The trained run is the session's (tests/trainer/conftest.py tiny_run_of); the small tests read
 one dataset written once for the module.
 
-    .venv/bin/python -m pytest tests/trainer/test_loop.py
+    .venv/bin/python -m pytest tests/trainer/test_estimator_engine.py
 """
 import json
 import os
@@ -19,7 +19,7 @@ from tests.trainer.conftest import TINY_FLAGS, as_argv
 from tests.trainer.run_checks import (check_eval_counts_every_example_once, check_rerun_changes_nothing,
                                       served_predictions, summary_tags)
 from trainer import chain, task
-from trainer.estimator import loop
+from trainer.estimator import engine as estimator_engine
 from trainer.export import contract, staging
 from trainer.run import checkpoints, eval_records
 
@@ -38,7 +38,7 @@ def checkpoint_predictions(run_params, jpegs):
         images = tf.data.Dataset.from_tensor_slices(jpegs).map(
             lambda jpeg: image_ops.preprocess_for_eval(jpeg, params["image_size"]))
         return images.batch(params["batch_size"]).map(lambda image: {"image": image})
-    estimator = loop.make_estimator(dict(run_params, predict_batch_size=len(jpegs)))
+    estimator = estimator_engine.make_estimator(dict(run_params, predict_batch_size=len(jpegs)))
     return np.stack([p[signature.OUTPUT_PROBABILITIES] for p in estimator.predict(input_fn)])
 
 
@@ -106,7 +106,7 @@ def test_evaluate_and_export_modes_on_an_existing_output_dir(copy_of_tiny_run):
 
 def test_evaluate_without_a_checkpoint_names_the_directory(tiny_params):
     with pytest.raises(checkpoints.CheckpointError, match="has no checkpoint to evaluate: train first"):
-        loop.run(dict(tiny_params, mode="evaluate"))
+        estimator_engine.run(dict(tiny_params, mode="evaluate"))
 
 
 def test_cpu_run_constructs_no_tpu_resolver(tiny_params, monkeypatch):
@@ -116,10 +116,10 @@ def test_cpu_run_constructs_no_tpu_resolver(tiny_params, monkeypatch):
         calls.append(kwargs)
         raise RuntimeError("no TPU here")
     monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", fake_resolver)
-    estimator = loop.make_estimator(tiny_params)
+    estimator = estimator_engine.make_estimator(tiny_params)
     assert estimator.config.cluster_spec.as_dict() == {} and calls == []
     with pytest.raises(RuntimeError, match="no TPU here"):
-        loop.make_estimator(dict(tiny_params, use_tpu=True, tpu="my-tpu", tpu_zone="z", gcp_project="p"))
+        estimator_engine.make_estimator(dict(tiny_params, use_tpu=True, tpu="my-tpu", tpu_zone="z", gcp_project="p"))
     assert calls == [{"tpu": "my-tpu", "zone": "z", "project": "p"}]
 
 

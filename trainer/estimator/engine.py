@@ -18,7 +18,7 @@ from trainer.cloud import tf_config, tpu
 from trainer.data import input as input_lib
 from trainer.estimator import export, model, predict
 from trainer.run import checkpoints, driver, predictions, progress
-from trainer.run import engine as engine_seam
+from trainer.run.engine import Engine
 from trainer.settings import table
 
 ModeKeys = tf.estimator.ModeKeys
@@ -68,7 +68,7 @@ class StopOnTerminationHook(tf.compat.v1.train.SessionRunHook):
             run_context.request_stop()
 
 
-class EstimatorEngine(engine_seam.Engine):
+class EstimatorEngine(Engine):
     """trainer/run/engine.py's Engine, made of one TPUEstimator."""
 
     def __init__(self, params):

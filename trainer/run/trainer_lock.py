@@ -9,7 +9,7 @@ was killed), none on other remote file systems (the run says so once). In a
 parameter-server cluster only the chief takes it (workers share the directory by
 design). This module holds only the trainer's words for it.
 
-    .venv/bin/python -m trainer.run.output_lock OUT     # who holds OUT, if anyone
+    .venv/bin/python -m trainer.run.trainer_lock OUT     # who holds OUT, if anyone
 """
 import contextlib
 import os
