@@ -37,7 +37,7 @@ import sys
 import tempfile
 import time
 
-from bench import report
+from bench import cli, report
 from common import console
 from common.user_errors import UserError
 
@@ -48,8 +48,7 @@ WARM_UP_IMAGES = 64  # one untimed run of every route first, on this many images
 
 
 def build_parser():
-    parser = console.ArgumentParser(prog="python -m bench.bench_batch_predict",
-                                    description=__doc__.split("\n\n")[0])
+    parser = cli.make_parser("bench_batch_predict", __doc__, "one round")
     parser.add_argument("--run_dir", default=None,
                         help="a trained run with an export (default: a 100-step demo run made here)")
     parser.add_argument("--input_csv", default=None,
@@ -60,14 +59,11 @@ def build_parser():
     parser.add_argument("--rounds", type=int, default=5,
                         help="rounds of every route on every set (a median of 5: one slow round on a shared host does not decide it)")
     parser.add_argument("--batch_size", type=int, default=64, help="predict batch of every route")
-    parser.add_argument("--quick", action="store_true", help="one round (a first look, ~1 minute)")
-    report.add_output_flags(parser)
     return parser
 
 
-if __name__ == "__main__":  # --help and flag mistakes answer before TensorFlow loads;
-    build_parser().parse_args()  # the entry point below parses them again
-    console.quiet_unless_verbose([])  # the libraries' start-up and deprecation lines off
+if __name__ == "__main__":  # --help and flag mistakes answer before TensorFlow loads
+    cli.answer_flags_first(build_parser().parse_args)
 
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -79,7 +75,7 @@ from common import export_versions, prediction_inputs, signature  # noqa: E402
 from serving import batch_predict  # noqa: E402
 from preprocess import demo_data, jpeg_to_tfrecord  # noqa: E402
 from trainer import chain  # noqa: E402
-from trainer.estimator import loop  # noqa: E402
+from trainer.estimator import engine as estimator_engine  # noqa: E402
 
 
 def make_large_set(input_csv, count, folder):
@@ -120,7 +116,7 @@ def build_demo_run(folder):
     demo_data.build_demo_data(f"{folder}/images")
     jpeg_to_tfrecord.run([f"--input_csv=train={folder}/images/train.csv",
                           f"--input_csv=eval={folder}/images/eval.csv", f"--output_dir={folder}/tfrecords"])
-    loop.run(chain.parse_params([f"--train_data_path={folder}/tfrecords/train-*",
+    estimator_engine.run(chain.parse_params([f"--train_data_path={folder}/tfrecords/train-*",
                                  f"--eval_data_path={folder}/tfrecords/eval-*",
                                  f"--output_dir={folder}/run", f"--train_steps={DEMO_STEPS}"]))
 
@@ -130,7 +126,7 @@ def run_in_process(setup, input_csv, out):
 
 
 def run_trainer(setup, input_csv, out):
-    loop.run(chain.parse_params([
+    estimator_engine.run(chain.parse_params([
         f"--output_dir={setup['run_copy']}", "--mode=predict", f"--predict_input={input_csv}",
         f"--predict_batch_size={setup['batch_size']}", f"--predict_output_dir={out}"]))
 
@@ -242,7 +238,7 @@ def markdown_rows(times):
 def main(argv=None):
     """The benchmark; a missing run, export or CSV is one "error:" line and exit code 2."""
     args = build_parser().parse_args(argv)
-    log_path = args.log_file or report.default_log_path("bench_batch_predict")
+    log_path = cli.log_path(args, "bench_batch_predict")
     header = f"{report.machine_line()}; batch {args.batch_size}; library lines: {log_path}"
     with tempfile.TemporaryDirectory() as scratch:
         times = console.exit_on_user_error(measure_quietly, args, scratch, log_path)

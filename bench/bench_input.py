@@ -33,25 +33,20 @@ import sys
 import tempfile
 import time
 
-from bench import report as report_lib
-from common import console
+from bench import cli, report as report_lib
 
 
 def build_parser():
-    parser = console.ArgumentParser(prog="python -m bench.bench_input",
-                                    description=__doc__.splitlines()[0])
+    parser = cli.make_parser("bench_input", __doc__, "2 rounds of 1 s")
     parser.add_argument("--rounds", type=int, default=5, help="alternating timing rounds")
     parser.add_argument("--seconds", type=float, default=2.0, help="per pipeline per round")
     parser.add_argument("--digits", type=int, default=512, help="32x32 digit JPEGs")
     parser.add_argument("--photos", type=int, default=256, help="photo-sized JPEGs")
-    parser.add_argument("--quick", action="store_true", help="2 rounds of 1 s (a first look)")
-    report_lib.add_output_flags(parser)
     return parser
 
 
-if __name__ == "__main__":  # --help and flag mistakes answer before TensorFlow loads;
-    build_parser().parse_args()  # the entry point below parses them again
-    console.quiet_unless_verbose([])  # the libraries' start-up and deprecation lines off
+if __name__ == "__main__":  # --help and flag mistakes answer before TensorFlow loads
+    cli.answer_flags_first(build_parser().parse_args)
 
 
 import numpy as np  # noqa: E402
@@ -213,7 +208,7 @@ def run(argv=None):
     args = build_parser().parse_args(argv)
     if args.quick:
         args.rounds, args.seconds = 2, 1.0
-    log_path = args.log_file or report_lib.default_log_path("bench_input")
+    log_path = cli.log_path(args, "bench_input")
     header = (f"{report_lib.machine_line()}; TensorFlow {tf.__version__}, batch {BATCH_SIZE}, "
               f"{args.rounds} rounds x {args.seconds} s per pipeline; library lines: {log_path}")
     with report_lib.libraries_to_log(log_path):

@@ -26,13 +26,11 @@ import statistics
 import tempfile
 import time
 
-from bench import report
-from common import console
+from bench import cli, report
 
 
 def build_parser():
-    parser = console.ArgumentParser(prog="python -m bench.bench_preprocess",
-                                    description=__doc__.split("\n")[0])
+    parser = cli.make_parser("bench_preprocess", __doc__, "2000 photos, 1 round")
     parser.add_argument("--work_dir", default=None,
                         help="keep the datasets and outputs here (default: a temporary directory, "
                              "removed at the end)")
@@ -40,14 +38,11 @@ def build_parser():
     parser.add_argument("--photos", type=int, default=10000)
     parser.add_argument("--workers", type=int, default=os.cpu_count())
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="2000 photos, 1 round (a first look)")
-    report.add_output_flags(parser)
     return parser
 
 
-if __name__ == "__main__":  # --help and flag mistakes answer before Beam loads;
-    build_parser().parse_args()  # the entry point below parses them again
-    console.quiet_unless_verbose([])  # the libraries' start-up and deprecation lines off
+if __name__ == "__main__":  # --help and flag mistakes answer before Beam loads
+    cli.answer_flags_first(build_parser().parse_args)
 
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -294,7 +289,7 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     if args.quick:
         args.photos, args.repeats = 2000, 1
-    log_path = args.log_file or report.default_log_path("bench_preprocess")
+    log_path = cli.log_path(args, "bench_preprocess")
     header = (f"{report.machine_line()}; medians of {args.repeats} round(s); "
               f"library lines: {log_path}")
     if args.work_dir:

@@ -1,6 +1,7 @@
 """Benchmark: held-out accuracy with and without a small-data recipe, on ~10 demo digits per class.
 
     .venv/bin/python -m bench.bench_recipe       # from the repo root; 12 trainings, ~5 min on 2 idle cores
+    .venv/bin/python -m bench.bench_recipe --quick   # 4 trainings (one seed, 100 steps), ~1 min
     .venv/bin/python -m bench.bench_recipe --steps 600 --seeds 1,2,3,4,5 --engines keras
     .venv-keras/bin/python -m bench.bench_recipe --engines keras   # no tensorflow-estimator there
 
@@ -38,12 +39,14 @@ import sys
 import tempfile
 import time
 
+from bench import cli
 from common import console
 from preprocess import demo_data
 from trainer.settings import checks, flags as trainer_settings, table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPES = ("baseline", "recipe")
+QUICK_SEEDS, QUICK_STEPS = "1", 100  # --quick: one run per engine and recipe
 # The issue's recipe at timm's and Model Garden's values, except mixup (0.2, not their 0.8:
 # ~100 training images leave little to blend against); AdamW's decay replaces Adam's L2.
 RECIPE_FLAGS = ("--augment randaugment --mixup_alpha 0.2 --cutmix_alpha 1.0 "
@@ -51,8 +54,7 @@ RECIPE_FLAGS = ("--augment randaugment --mixup_alpha 0.2 --cutmix_alpha 1.0 "
 
 
 def build_parser():
-    parser = console.ArgumentParser(prog="python -m bench.bench_recipe",
-                                    description=__doc__.splitlines()[0])
+    parser = cli.make_parser("bench_recipe", __doc__, f"seed {QUICK_SEEDS}, {QUICK_STEPS} steps")
     parser.add_argument("--steps", type=int, default=300,
                         help="training steps of every run (both recipes: the same budget)")
     parser.add_argument("--seeds", default="1,2,3", help="comma-separated --seed values, each >= 1")
@@ -67,9 +69,6 @@ def build_parser():
                         help="trainer flags the recipe adds to the baseline's")
     parser.add_argument("--work_dir", default=None,
                         help="keep the data and runs here (default: a temporary directory, removed)")
-    parser.add_argument("--log_file", default=None,
-                        help="where the trainer's and libraries' lines go (default: a new file "
-                             "in the temporary directory, named in the output)")
     return parser
 
 
@@ -77,6 +76,8 @@ def parse_args(argv=None):
     """The flags, checked: a mistake is one line and exit code 2 before anything is written."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.quick:
+        args.seeds, args.steps = QUICK_SEEDS, QUICK_STEPS
     for name in ("steps", "train_per_label", "batch_size"):
         if getattr(args, name) < 1:
             parser.error(f"--{name}={getattr(args, name)} must be at least 1")
@@ -284,15 +285,10 @@ def work_directory(work_dir):
             yield directory
 
 
-def default_log_path():
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return os.path.join(tempfile.gettempdir(), f"bench_recipe-{stamp}-{os.getpid()}.log")
-
-
 def run(argv=None):
     args = parse_args(argv)
     console.quiet_unless_verbose([])  # before TensorFlow loads here (final_accuracy)
-    log_path = os.path.abspath(args.log_file or default_log_path())
+    log_path = cli.log_path(args, "bench_recipe")
     print(f"bench_recipe: the trainer's and libraries' lines go to {log_path}", file=sys.stderr)
     with work_directory(args.work_dir) as work_dir, open(log_path, "a") as log:
         records, counts = make_dataset(work_dir, args.train_per_label, log)

@@ -33,24 +33,20 @@ import sys
 import tempfile
 import time
 
-from bench import report  # no TensorFlow: --help answers before it loads
+from bench import cli, report  # no TensorFlow: --help answers before it loads
 from common import console
 
 
 def build_parser():
-    parser = console.ArgumentParser(prog="python -m bench.bench_serving",
-                                    description=__doc__.split("\n\n")[0])
+    parser = cli.make_parser("bench_serving", __doc__, "1 round")
     parser.add_argument("--model_base_path", help="OUT/export/<model_name>; default: export one")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--requests", type=int, default=200, help="batch-1 requests per round")
-    parser.add_argument("--quick", action="store_true", help="1 round (a first look)")
-    report.add_output_flags(parser)
     return parser
 
 
-if __name__ == "__main__":  # --help and flag mistakes answer before TensorFlow loads;
-    build_parser().parse_args()  # the entry point below parses them again
-    console.quiet_unless_verbose([])  # the libraries' start-up and deprecation lines off
+if __name__ == "__main__":  # --help and flag mistakes answer before TensorFlow loads
+    cli.answer_flags_first(build_parser().parse_args)
 
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -111,7 +107,7 @@ def export_untrained_model(work_dir, jpegs):
     """Trains the default small_cnn one step with trainer.task; returns the export base path."""
     from common import dataset_files, record_schema
     from trainer import chain
-    from trainer.estimator import loop
+    from trainer.estimator import engine as estimator_engine
     data = os.path.join(work_dir, "data")
     os.makedirs(data)
     labels = [str(d) for d in range(10)]
@@ -129,7 +125,7 @@ def export_untrained_model(work_dir, jpegs):
     params = chain.parse_params(["--train_data_path", f"{data}/train-*", "--eval_data_path",
                             f"{data}/eval-*", "--output_dir", out, "--train_steps", "1",
                             "--steps_per_eval", "1", "--train_batch_size", "8", "--eval_batch_size", "8"])
-    export_dir = loop.run(params)  # not task.main: it would switch on INFO logging
+    export_dir = estimator_engine.run(params)  # not task.main: it would switch on INFO logging
     return os.path.dirname(export_dir.decode() if isinstance(export_dir, bytes) else export_dir)
 
 
@@ -293,7 +289,7 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     if args.quick:
         args.rounds = 1
-    log_path = args.log_file or report.default_log_path("bench_serving")
+    log_path = cli.log_path(args, "bench_serving")
     header = f"{report.machine_line()}; library lines: {log_path}"
     description, figures = console.exit_on_user_error(measure_quietly, args, log_path)
     print_report(f"{header}; {description}", figures)

@@ -31,26 +31,22 @@ import sys
 import tempfile
 import time
 
-from bench import report  # no TensorFlow: --help answers before it loads
+from bench import cli, report  # no TensorFlow: --help answers before it loads
 from common import console
 
 
 def build_parser():
-    parser = console.ArgumentParser(prog="python -m bench.bench_serving_floor",
-                                    description=__doc__.split("\n\n")[0])
+    parser = cli.make_parser("bench_serving_floor", __doc__, "2 rounds of 1000 requests")
     parser.add_argument("--model_base_path", help="OUT/export/<model_name>; default: export one")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--requests", type=int, default=2000, help="per path and round")
-    parser.add_argument("--quick", action="store_true", help="2 rounds of 1000 requests")
     parser.add_argument("--steps", action="store_true",
                         help="instead: the Python work per request, step by step, in process")
-    report.add_output_flags(parser)
     return parser
 
 
-if __name__ == "__main__":  # --help and flag mistakes answer before TensorFlow loads;
-    build_parser().parse_args()  # the entry point below parses them again
-    console.quiet_unless_verbose([])  # the libraries' start-up and deprecation lines off
+if __name__ == "__main__":  # --help and flag mistakes answer before TensorFlow loads
+    cli.answer_flags_first(build_parser().parse_args)
 
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -184,7 +180,7 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     if args.quick:
         args.rounds, args.requests = 2, 1000
-    log_path = args.log_file or report.default_log_path("bench_serving_floor")
+    log_path = cli.log_path(args, "bench_serving_floor")
     header = f"{report.machine_line()}; library lines: {log_path}"
     measured = console.exit_on_user_error(measure_quietly, args, log_path)
     if args.steps:

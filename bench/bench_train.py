@@ -11,7 +11,7 @@ trainer/settings/table.py's defaults) with the same step (the shared loss, learn
 rate and optimizer of trainer/objective/) at the same batch on the same data: one
 dataset definition, trainer.data.input's TRAIN input_fn over demo-style digit
 TFRecords, with its first batches cached so that both measure the training step
-rather than JPEG decoding. The Estimator engine runs trainer/estimator/loop.py's
+rather than JPEG decoding. The Estimator engine runs trainer/estimator/engine.py's
 make_estimator (the real RunConfig, model_fn, summaries and checkpoints: one step per
 session.run off TPU); the Keras engine runs trainer/keras/train.py's train function on
 trainer/keras/model.py's TrainingModel as the engine does (iterations_per_loop steps
@@ -55,13 +55,11 @@ import sys
 import tempfile
 import time
 
-from bench import report as report_lib
-from common import console
+from bench import cli, report as report_lib
 
 
 def build_parser():
-    parser = console.ArgumentParser(prog="python -m bench.bench_train",
-                                    description=__doc__.splitlines()[0])
+    parser = cli.make_parser("bench_train", __doc__, "2 rounds of 30 steps, one fine-tune repeat")
     parser.add_argument("--models", default="small_cnn,resnet",
                         help="comma-separated nets ('' for none; also resnet50, efficientnet_b0, "
                              "mobilenet_v2 at --photo_image_size)")
@@ -90,9 +88,6 @@ def build_parser():
                         help="target training images per digit; all the others evaluate")
     parser.add_argument("--finetune_repeats", type=int, default=2,
                         help="runs of each target run, their accuracy curves averaged")
-    parser.add_argument("--quick", action="store_true",
-                        help="2 rounds of 30 steps, one fine-tune repeat (a first look)")
-    report_lib.add_output_flags(parser)
     return parser
 
 
@@ -107,9 +102,8 @@ def parse_args(argv=None):
     return args
 
 
-if __name__ == "__main__":  # --help and flag mistakes answer before TensorFlow loads;
-    parse_args()  # the entry point below parses them again
-    console.quiet_unless_verbose([])  # the libraries' start-up and deprecation lines off
+if __name__ == "__main__":  # --help and flag mistakes answer before TensorFlow loads
+    cli.answer_flags_first(parse_args)
 
 
 import tensorflow as tf  # noqa: E402
@@ -118,7 +112,7 @@ from bench.bench_input import SHARDS, make_digit_jpegs, write_records  # noqa: E
 from common import dataset_files  # noqa: E402
 from trainer import chain, nets  # noqa: E402
 from trainer.data import input as input_lib  # noqa: E402
-from trainer.estimator import loop  # noqa: E402
+from trainer.estimator import engine as estimator_engine  # noqa: E402
 from trainer.keras import model as keras_model, train as keras_train  # noqa: E402
 from trainer.run import eval_records  # noqa: E402
 
@@ -188,7 +182,7 @@ def run_estimator(params, input_fn, steps):
     # A fresh model_dir per run, inside the benchmark's temporary directory.
     params = dict(params, output_dir=tempfile.mkdtemp(prefix="estimator_", dir=params["output_dir"]))
     timer = StepTimes()
-    loop.make_estimator(params).train(input_fn, steps=steps, hooks=[timer])
+    estimator_engine.make_estimator(params).train(input_fn, steps=steps, hooks=[timer])
     return timer.rates()
 
 
@@ -264,7 +258,7 @@ def print_report(header, speeds, finetune):
 
 def run(argv=None):
     args = parse_args(argv)
-    log_path = args.log_file or report_lib.default_log_path("bench_train")
+    log_path = cli.log_path(args, "bench_train")
     header = (f"{report_lib.machine_line()}; TensorFlow {tf.__version__}; {args.rounds} rounds x "
               f"{args.steps} steps (backbone networks: {args.photo_rounds} x {args.photo_steps}; "
               f"{WARMUP_STEPS} warm-up steps not timed); library lines: {log_path}")
@@ -318,7 +312,7 @@ def train_run(data_dir, output_dir, args, steps, **flags):
         train_steps=steps, steps_per_eval=args.finetune_eval_every,
         warmup_steps=min(100, steps // 10), **flags))
     start = time.perf_counter()
-    loop.run(params)
+    estimator_engine.run(params)
     seconds = time.perf_counter() - start
     with open(os.path.join(output_dir, eval_records.RESULTS_FILE)) as f:
         records = [json.loads(line) for line in f if line.strip()]

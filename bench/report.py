@@ -127,13 +127,6 @@ def libraries_to_log(log_path):
         log.close()
 
 
-def add_output_flags(parser):
-    """--log_file: where the libraries' lines go (default: a new file in the temp dir)."""
-    parser.add_argument("--log_file", default=None,
-                        help="where TensorFlow's, Beam's and absl's lines go "
-                             "(default: a new file in the temporary directory, named in the table)")
-
-
 def main():
     header = f"{machine_line()}; log: (none)"
     print_report(sys.stdout, "example", header, ["route", "images/s", "x baseline"],

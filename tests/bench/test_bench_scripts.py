@@ -15,7 +15,7 @@ import pathlib
 
 import pytest
 
-from tests.user_commands import run
+from tests.user_commands import run, user_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # {script: (entry point, tiny arguments, a line its output must hold)}; "{tmp}" is a scratch dir.
@@ -64,6 +64,17 @@ def checkout_files():
 def test_every_bench_script_is_covered():
     scripts = {path.stem for path in (ROOT / "bench").glob("bench_*.py")}
     assert scripts == set(SCRIPTS)
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_every_script_answers_help_at_once_with_the_shared_flags(script):
+    """bench/cli.py's flags mean the same in every script (make bench-quick passes --quick to
+    each), and --help answers before TensorFlow or Beam loads."""
+    done = run(f"bench.{script}", "--help", timeout=60, env=user_env(without_tensorflow=True))
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
+    assert done.stdout.startswith(f"usage: python -m bench.{script}")
+    assert "--quick" in done.stdout and "--log_file" in done.stdout
 
 
 def served_base(trained_run):
