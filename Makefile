@@ -8,9 +8,11 @@ PY := $(VENV)/bin/python
 VENV_KERAS := .venv-keras
 PY_KERAS := $(VENV_KERAS)/bin/python
 VENV_KERAS_TPU := .venv-keras-tpu
+VENV_JAX := .venv-jax
+VENV_JAX_TPU := .venv-jax-tpu
 WORK ?= work/demo
 
-.PHONY: venv venv-keras venv-keras-tpu check-tpu-build test test-fast test-keras demo bench bench-quick lock lock-keras lock-keras-tpu clean
+.PHONY: venv venv-keras venv-keras-tpu venv-jax venv-jax-tpu check-tpu-build check-jax-tpu-build test test-fast test-keras demo bench bench-quick lock lock-keras lock-keras-tpu lock-jax lock-jax-tpu clean
 
 # Rebuilt only when the lock file changes (install_venv.sh: in a temporary directory,
 # renamed into place once the install succeeded).
@@ -27,17 +29,37 @@ $(VENV_KERAS_TPU)/.installed: requirements-keras-tpu.lock
 	VENV=$(VENV_KERAS_TPU) LOCK=requirements-keras-tpu.lock VENV_ENV=TF_USE_LEGACY_KERAS=1 \
 	  bash tools/install_venv.sh
 
+# The third environment: Keras 3 on JAX (--engine jax), TensorFlow's CPU build for tf.data and
+# the export; tf.keras is tf-keras there too (the export's Keras 2 twin): docs/migration.md.
+$(VENV_JAX)/.installed: requirements-jax.lock
+	VENV=$(VENV_JAX) LOCK=requirements-jax.lock VENV_ENV="KERAS_BACKEND=jax TF_USE_LEGACY_KERAS=1" \
+	  bash tools/install_venv.sh
+
+# The same with jax[tpu]'s libtpu (a v5e, v5p, v6e or TPU7x VM).
+$(VENV_JAX_TPU)/.installed: requirements-jax-tpu.lock
+	VENV=$(VENV_JAX_TPU) LOCK=requirements-jax-tpu.lock VENV_ENV="KERAS_BACKEND=jax TF_USE_LEGACY_KERAS=1" \
+	  bash tools/install_venv.sh
+
 venv: $(VENV)/.installed
 
 venv-keras: $(VENV_KERAS)/.installed
 
 venv-keras-tpu: $(VENV_KERAS_TPU)/.installed
 
+venv-jax: $(VENV_JAX)/.installed
+
+venv-jax-tpu: $(VENV_JAX_TPU)/.installed
+
 # The TPU lock installs and TensorFlow imports from it, libtpu loaded, without aborting, on a
 # machine without a TPU: TPU_SKIP_MDS_QUERY=1 spares libtpu minutes of asking the GCE metadata
 # server for a TPU's topology (trainer/cloud/libtpu_pair.py; docs/cloud.md).
 check-tpu-build: $(VENV_KERAS_TPU)/.installed
 	TPU_SKIP_MDS_QUERY=1 $(VENV_KERAS_TPU)/bin/python -m trainer.cloud.libtpu_pair --import
+
+# The JAX TPU lock installs and JAX imports from it with libtpu present, on a machine without a
+# TPU: one line says it runs on CPU (trainer/cloud/jax_tpu.py; docs/cloud.md).
+check-jax-tpu-build: $(VENV_JAX_TPU)/.installed
+	TPU_SKIP_MDS_QUERY=1 $(VENV_JAX_TPU)/bin/python -m trainer.cloud.jax_tpu
 
 # Two pytest-xdist workers, one test file each at a time (--dist loadfile: a module's fixtures
 # are set up once): the suite is mostly one core's work, and CI has two (docs/development.md).
@@ -86,6 +108,20 @@ lock-keras-tpu:
 	uv pip compile requirements-keras-tpu.in -c requirements-keras.lock --python-version 3.11 \
 	  --python-platform x86_64-manylinux_2_31 --generate-hashes --no-emit-package tensorflow \
 	  -o requirements-keras-tpu.lock
+
+# Re-resolve requirements-jax.lock against requirements-keras.lock (-c: the packages both
+# environments share keep one version) without tensorflow itself, which tf-keras and
+# tensorflow-serving-api require and tensorflow-cpu provides (needs uv on PATH).
+lock-jax:
+	uv pip compile requirements-jax.in -c requirements-keras.lock --python-version 3.11 \
+	  --python-platform x86_64-manylinux_2_28 --generate-hashes --no-emit-package tensorflow \
+	  -o requirements-jax.lock
+
+# Re-resolve requirements-jax-tpu.lock against requirements-jax.lock; libtpu is manylinux_2_31.
+lock-jax-tpu:
+	uv pip compile requirements-jax-tpu.in -c requirements-jax.lock --python-version 3.11 \
+	  --python-platform x86_64-manylinux_2_31 --generate-hashes --no-emit-package tensorflow \
+	  -o requirements-jax-tpu.lock
 
 clean:
 	rm -rf work .pytest_cache

@@ -101,11 +101,11 @@ trap - EXIT
 # The installed TensorFlow by its metadata: importing it would load libtpu in the TPU build,
 # which off a TPU asks the GCE metadata server for minutes.
 report='from importlib import metadata
-for name in ("tensorflow", "tensorflow-tpu"):
+found = []
+for name in ("tensorflow", "tensorflow-tpu", "tensorflow-cpu", "jax", "libtpu"):
     try:
-        print(name, metadata.version(name)); break
+        found.append(f"{name} {metadata.version(name)}")
     except metadata.PackageNotFoundError:
         pass
-else:
-    print("no tensorflow")'
+print(", ".join(found) or "no tensorflow")'
 echo "install: done ($("$VENV/bin/python" -c "$report"))" >&2

@@ -57,15 +57,21 @@ def check_installed_pair(environ=None):
 def time_import():
     """(seconds, TensorFlow version) of `import tensorflow` in a child process: an abort kills
     the child, not this one. RuntimeError when it fails or takes over IMPORT_SECONDS."""
+    return time_child("import tensorflow as tf; print(tf.__version__)", "import tensorflow")
+
+
+def time_child(code, what):
+    """(seconds, last line printed) of `python -c code` in a child process, what it does named
+    `what`; RuntimeError when it fails or takes over IMPORT_SECONDS."""
     start = time.monotonic()
     try:
-        child = subprocess.run([sys.executable, "-c", "import tensorflow as tf; print(tf.__version__)"],
-                               capture_output=True, text=True, timeout=IMPORT_SECONDS)
+        child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               timeout=IMPORT_SECONDS)
     except subprocess.TimeoutExpired:
-        raise RuntimeError(f"import tensorflow did not finish in {IMPORT_SECONDS} s") from None
+        raise RuntimeError(f"{what} did not finish in {IMPORT_SECONDS} s") from None
     if child.returncode != 0:
         last = (child.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise RuntimeError(f"import tensorflow failed with exit code {child.returncode}: {last}")
+        raise RuntimeError(f"{what} failed with exit code {child.returncode}: {last}")
     return time.monotonic() - start, child.stdout.strip().splitlines()[-1]
 
 
