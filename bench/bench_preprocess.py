@@ -38,6 +38,10 @@ def build_parser():
     parser.add_argument("--photos", type=int, default=10000)
     parser.add_argument("--workers", type=int, default=os.cpu_count())
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--digits", type=int, default=0,
+                        help="the first N images of the demo's train split (default 0: all 1,457)")
+    parser.add_argument("--job_runs", type=int, default=15,
+                        help="runs of the smallest Beam job, timed for its start-up cost")
     return parser
 
 
@@ -175,14 +179,14 @@ def run_loop_share(csv_path, output_dir, share, shares, counts):
 
 
 def smallest_beam_job_seconds(runs=15):
-    """(fastest, median) seconds of Create([1]) | Map on the local runner: the least any
+    """(fastest, median seconds, runs) of Create([1]) | Map on the local runner: the least any
     Beam pipeline costs here, whatever its work."""
     def run_once():
         with beam.Pipeline(runner=fn_runner.FnApiRunner(), options=PipelineOptions([])) as pipeline:
             _ = pipeline | beam.Create([1]) | beam.Map(abs)
     run_once()  # the first run pays for imports
     times = [timed(run_once)[1] for _ in range(runs)]
-    return min(times), statistics.median(times)
+    return min(times), statistics.median(times), runs
 
 
 def run_pipeline(csv_path, output_dir, workers, mode):
@@ -225,6 +229,18 @@ def bench_dataset(name, csv_path, work_dir, workers, repeats):
                 raise RuntimeError(f"{name}: {method} wrote {count} records, not {expected}")
             seconds[method].append(elapsed)
     return len(rows), dict(seconds)
+
+
+def first_rows(csv_path, count):
+    """csv_path, or (count > 0) a CSV beside it of its first count rows."""
+    if count <= 0:
+        return csv_path
+    with open(csv_path) as f:
+        lines = f.readlines()[:count]
+    path = csv_path.replace(".csv", f"-first{count}.csv")
+    with open(path, "w") as f:
+        f.writelines(lines)
+    return path
 
 
 def write_tiny_csv(csv_path, rows):
@@ -280,7 +296,7 @@ def print_results(header, results, workers, smallest_job):
          f"start-up: the same job on 2 images; steady: images / (beam s - start-up); "
          f"i/loop: {workers} independent processes / loop (the cores' ceiling)",
          f"smallest Beam job (Create([1]) | Map) on this runner: {smallest_job[0] * 1000:.0f} ms "
-         f"fastest, {smallest_job[1] * 1000:.0f} ms median of 15",
+         f"fastest, {smallest_job[1] * 1000:.0f} ms median of {smallest_job[2]}",
          f"docs row: | preprocessing | >= {GOAL_VS_LOOP}x a loop and >= {GOAL_VS_POOL}x a pool "
          f"(photos) | {figures} | `.venv/bin/python -m bench.bench_preprocess` |"])
 
@@ -302,7 +318,7 @@ def main(argv=None):
 
 def measure_quietly(args, work_dir, log_path):
     """([(dataset name, images, {method: [seconds per round]})], the smallest Beam job's
-    (fastest, median) seconds), the libraries' lines in the log."""
+    (fastest, median seconds, runs)), the libraries' lines in the log."""
     with report.libraries_to_log(log_path):
         beam_pipeline.configure_logging()
         results = []
@@ -310,12 +326,12 @@ def measure_quietly(args, work_dir, log_path):
                                     ("photos 427x640", os.path.join(work_dir, "photos"), args.photos)]:
             if count is None:
                 demo_data.build_demo_data(folder)
-                csv_path = os.path.join(folder, "train.csv")
+                csv_path = first_rows(os.path.join(folder, "train.csv"), args.digits)
             else:
                 csv_path = make_photo_dataset(folder, count)
             results.append((name, *bench_dataset(name.split()[0], csv_path, work_dir,
                                                  args.workers, args.repeats)))
-        return results, smallest_beam_job_seconds()
+        return results, smallest_beam_job_seconds(args.job_runs)
 
 
 if __name__ == "__main__":

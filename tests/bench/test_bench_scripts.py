@@ -23,7 +23,8 @@ SCRIPTS = {
     "bench_input": ("run", ["--rounds", "1", "--seconds", "0.2", "--digits", "64", "--photos", "8"],
                     "goal: photos: 8 JPEGs -> 224x224: input_fn train / raw"),
     # one worker: Beam's multi_processing mode starts a Python per worker, most of the time here
-    "bench_preprocess": ("main", ["--photos", "8", "--repeats", "1", "--workers", "1"],
+    "bench_preprocess": ("main", ["--photos", "8", "--repeats", "1", "--workers", "1", "--digits", "16",
+                                  "--job_runs", "2"],
                          "goal: photos 427x640: pipeline / pool"),
     # --steps 18: the least past its 16 warm-up steps; one fine-tune repeat (a quarter of its CPU)
     "bench_train": ("run", ["--models", "small_cnn", "--rounds", "1", "--steps", "18", "--examples", "64",
