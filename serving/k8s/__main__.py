@@ -16,7 +16,7 @@ import dataclasses
 import sys
 
 from common import console
-from serving.k8s import checks, export_image, kserve, manifests, output
+from serving.k8s import checks, export_image, kserve, manifests, output, placement
 
 # Objects' minimum Kubernetes release: the preStop `sleep` action is beta, on by default, from 1.30.
 KUBERNETES = "Kubernetes 1.30 or newer"
@@ -42,6 +42,12 @@ def build_parser():
     parser.add_argument("--gcp_service_account", help="NAME@PROJECT.iam.gserviceaccount.com that "
                         "may read the bucket; default: none (grant the bucket to the Kubernetes "
                         "service account's own principal)")
+    parser.add_argument("--allow_from", action="append", default=[], metavar="ns:NAME|pods:KEY=VALUE",
+                        help="admit the serving ports only from this namespace's pods, or from the pods "
+                             "of the serving namespace with this label (repeatable; a NetworkPolicy); "
+                             "default: open to the cluster")
+    parser.add_argument("--spread_zones", action="store_true",
+                        help="spread the replicas across zones too, not only across nodes")
     add_tunable_flags(parser)
     return parser
 
@@ -68,7 +74,9 @@ def run(args, argv):
     texts = output.render(objects, output.command_line(argv))
     output.publish(texts, args.output_dir)
     applies_to = f"{KUBERNETES}, {KSERVE}" if args.kserve else KUBERNETES
+    open_ports = placement.open_ports_line(settings, (kserve if args.kserve else manifests).SERVING_PORTS)
     return [image_line, f"wrote {args.output_dir.rstrip('/')}/: {', '.join(texts)} ({applies_to})",
+            *filter(None, [open_ports]),
             f"next: kubectl apply -f {args.output_dir.rstrip('/')}/ (docs/serving.md, "
             "\"Serving on Kubernetes\", grants the bucket first)"]
 

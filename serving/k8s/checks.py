@@ -14,7 +14,7 @@ import re
 
 from common import export_versions, signature
 from common.user_errors import UserError
-from serving.k8s import manifests
+from serving.k8s import manifests, placement
 
 DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?\Z")  # Services and KServe names
 MAX_NAME_LENGTH = 63
@@ -36,6 +36,10 @@ def check_args(args):
     model_name = model_name_of(args)
     check_name("--name", name_of(args, model_name))
     check_name("--namespace", args.namespace)
+    if args.kserve:
+        check_kserve_names(name_of(args, model_name), args.namespace)
+    for allowed in args.allow_from:
+        check_allow_from(allowed)
     check_replicas(args.min_replicas, args.max_replicas, args.target_cpu_utilization)
     check_quantities(args.cpu, args.memory)
     check_server_numbers(args)
@@ -87,6 +91,24 @@ def check_name(flag, name):
             + ("; pass --name" if flag == "--name" else ""))
 
 
+def check_kserve_names(name, namespace):
+    """KServe names the predictor's Deployment, Service and autoscaler <name>-predictor and its
+    host <name>-predictor-<namespace>.<domain> (its default domainTemplate): each a label of at
+    most 63 characters, or KServe fails after the apply (docs/serving.md cites the source)."""
+    for derived in (f"{name}-predictor", f"{name}-predictor-{namespace}"):
+        if len(derived) > MAX_NAME_LENGTH:
+            raise ManifestError(
+                f"--name={name!r} in namespace {namespace!r}: KServe derives {derived!r} "
+                f"({len(derived)} characters) from it, over Kubernetes' {MAX_NAME_LENGTH}; pass a "
+                f"--name of at most {MAX_NAME_LENGTH - len(derived) + len(name)} characters")
+
+
+def check_allow_from(allowed):
+    if not (placement.ALLOW_NAMESPACE.match(allowed) or placement.ALLOW_PODS.match(allowed)):
+        raise ManifestError(f"--allow_from={allowed!r} is neither ns:NAMESPACE nor pods:KEY=VALUE; "
+                            "pass e.g. --allow_from ns:frontend or --allow_from pods:app=gateway")
+
+
 def check_replicas(min_replicas, max_replicas, target):
     if min_replicas < 1:
         raise ManifestError(f"--min_replicas={min_replicas} must be at least 1: a "
@@ -136,6 +158,7 @@ def settings_from_args(args, image):
     """The checked flags as manifests.Settings, with the image chosen for the export."""
     model_name = model_name_of(args)
     values = {field.name: getattr(args, field.name) for field in dataclasses.fields(manifests.Settings)
-              if field.name not in ("image", "name", "model_name", "model_base_path")}
+              if field.name not in ("image", "name", "model_name", "model_base_path", "allow_from")}
     return manifests.Settings(model_base_path=args.model_base_path.rstrip("/"), image=image,
-                              name=name_of(args, model_name), model_name=model_name, **values)
+                              name=name_of(args, model_name), model_name=model_name,
+                              allow_from=tuple(args.allow_from), **values)

@@ -12,12 +12,16 @@ bounds, as the plain manifests do.
 
     .venv/bin/python -m serving.k8s --model_base_path gs://BUCKET/run/export/image_classifier --output_dir k8s/ --kserve
 """
-from serving.k8s import manifests
+from serving.k8s import manifests, placement
 from serving.standin import config_files
 
 RUNTIME = "kserve-tensorflow-serving"
 IMAGE_REPOSITORY = "tensorflow/serving"  # the runtime's image; runtimeVersion sets its tag
 REST_API_PORT = 8080  # the runtime's --rest_api_port, where probes and metrics are read
+SERVING_PORTS = (9000, REST_API_PORT)  # the runtime's --port (gRPC) and --rest_api_port
+# The label KServe puts on every pod of an InferenceService, its name the value (KServe's
+# constants.InferenceServicePodLabelKey).
+POD_LABEL = "serving.kserve.io/inferenceservice"
 
 
 def model_name(settings):
@@ -44,25 +48,36 @@ def annotations():
 
 
 def model(settings):
-    _, mount = manifests.config_volume(settings)
+    mounts = [manifests.config_volume(settings)[1], manifests.scratch_volume()[1]]
     return {"modelFormat": {"name": "tensorflow", "version": "2"}, "runtime": RUNTIME,
             **image_fields(settings.image), "storageUri": settings.model_base_path,
             "args": manifests.config_flags(), "resources": manifests.resources(settings),
-            "volumeMounts": [mount], **manifests.probes(model_name(settings), REST_API_PORT),
-            "lifecycle": {"preStop": {"sleep": {"seconds": manifests.PRE_STOP_SLEEP_SECONDS}}}}
+            "volumeMounts": mounts, **manifests.probes(model_name(settings), REST_API_PORT),
+            "lifecycle": {"preStop": {"sleep": {"seconds": manifests.PRE_STOP_SLEEP_SECONDS}}},
+            "securityContext": manifests.security_context()}
 
 
 def inference_service(settings):
-    volume, _ = manifests.config_volume(settings)
     predictor = {"serviceAccountName": settings.name, "minReplicas": settings.min_replicas,
                  "maxReplicas": settings.max_replicas, "scaleMetric": "cpu",
-                 "scaleTarget": settings.target_cpu_utilization, "volumes": [volume],
+                 "scaleTarget": settings.target_cpu_utilization,
+                 "securityContext": manifests.pod_security_context(),
+                 "topologySpreadConstraints": placement.spread_constraints(settings, pod_selector(settings)),
+                 "volumes": [manifests.config_volume(settings)[0], manifests.scratch_volume()[0]],
                  "model": model(settings)}
     return {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
             "metadata": manifests.metadata(settings, annotations=annotations()),
             "spec": {"predictor": predictor}}
 
 
+def pod_selector(settings):
+    """The label KServe puts on an InferenceService's pods (constants.InferenceServicePodLabelKey)."""
+    return {POD_LABEL: settings.name}
+
+
 def build_objects(settings):
+    meta = manifests.metadata(settings)
+    guards = [placement.disruption_budget(settings, meta, pod_selector(settings)),
+              placement.network_policy(settings, meta, pod_selector(settings), SERVING_PORTS)]
     return [manifests.service_account(settings), manifests.config_map(settings),
-            inference_service(settings)]
+            inference_service(settings), *filter(None, guards)]

@@ -16,6 +16,7 @@ import math
 from google.protobuf import text_format
 
 from serving import launch
+from serving.k8s import placement
 from serving.standin import config_files
 
 CONFIG_DIR = "/etc/tf-serving"  # where the ConfigMap is mounted, read-only
@@ -24,10 +25,12 @@ MONITORING_FILE = "monitoring_config.txt"
 SERVER_BINARY = "/usr/bin/tensorflow_model_server"  # in every tensorflow/serving image
 # The image defines no user (KServe's own TF Serving runtime sets the same uid for that reason).
 RUN_AS_USER = 1000
+SCRATCH_DIR, SCRATCH_SIZE = "/tmp", "1Gi"  # an emptyDir: the root file system is read-only
 # TF Serving ends at once on SIGTERM (docs/serving.md: no handler in main.cc); while the pod
 # leaves the Service's endpoints, requests still routed to it must be answered.
 PRE_STOP_SLEEP_SECONDS = 10
 PART_OF = "tpu-image-classifier"
+SERVING_PORTS = (launch.DEFAULT_GRPC_PORT, launch.DEFAULT_REST_API_PORT)  # gRPC, REST
 
 
 def tunable(default, why):
@@ -58,6 +61,8 @@ class Settings:
     max_batch_size: int = tunable(32, "as the serving benchmark's batching parameters")
     batch_timeout_micros: int = tunable(5000, "as the serving benchmark's batching parameters")
     max_enqueued_batches: int = tunable(64, "as the serving benchmark's batching parameters")
+    spread_zones: bool = False  # --spread_zones: spread across zones too (serving/k8s/placement.py)
+    allow_from: tuple = ()  # --allow_from: the NetworkPolicy's peers; none: no NetworkPolicy
     file_system_poll_wait_seconds: int = tunable(
         30, "how often TF Serving lists the base path for a new version; each poll is a GCS "
             "listing per replica (TF Serving's default is 1 s)")
@@ -149,15 +154,32 @@ def resources(settings):
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
+def pod_security_context():
+    """The pod's part of Pod Security "restricted" (docs/serving.md): a non-root uid, the
+    runtime's default seccomp profile."""
+    return {"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER,
+            "seccompProfile": {"type": "RuntimeDefault"}}
+
+
 def security_context():
+    """The container's part of "restricted", and a root file system it cannot write (what it
+    may write goes to the scratch volume)."""
     return {"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]}}
+            "capabilities": {"drop": ["ALL"]}, "readOnlyRootFilesystem": True,
+            "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def config_volume(settings):
     """(the pod's volume, the container's mount) of the ConfigMap."""
     return ({"name": "tf-serving-config", "configMap": {"name": config_map_name(settings)}},
             {"name": "tf-serving-config", "mountPath": CONFIG_DIR, "readOnly": True})
+
+
+def scratch_volume():
+    """(the pod's volume, the container's mount) of SCRATCH_DIR, an emptyDir: the only place a
+    read-only root file system leaves for temporary files (TF Serving's file-system clients)."""
+    return ({"name": "tmp", "emptyDir": {"sizeLimit": SCRATCH_SIZE}},
+            {"name": "tmp", "mountPath": SCRATCH_DIR})
 
 
 def prometheus_annotations(port):
@@ -175,12 +197,12 @@ def server_args(settings):
 
 
 def container(settings):
-    _, mount = config_volume(settings)
+    mounts = [config_volume(settings)[1], scratch_volume()[1]]
     return {"name": "tf-serving", "image": settings.image, "command": [SERVER_BINARY],
             "args": server_args(settings),
             "ports": [{"name": "grpc", "containerPort": launch.DEFAULT_GRPC_PORT},
                       {"name": "http", "containerPort": launch.DEFAULT_REST_API_PORT}],
-            "resources": resources(settings), "volumeMounts": [mount],
+            "resources": resources(settings), "volumeMounts": mounts,
             **probes(settings.model_name, "http"),
             "lifecycle": {"preStop": {"sleep": {"seconds": PRE_STOP_SLEEP_SECONDS}}},
             "securityContext": security_context()}
@@ -188,13 +210,14 @@ def container(settings):
 
 def deployment(settings):
     """No `replicas`: the autoscaler owns the count, and an apply must not reset it."""
-    volume, _ = config_volume(settings)
     annotations = {**prometheus_annotations(launch.DEFAULT_REST_API_PORT),
                    "checksum/config": config_checksum(settings)}
-    pod = {"serviceAccountName": settings.name, "containers": [container(settings)],
-           "volumes": [volume]}
+    pod = {"serviceAccountName": settings.name, "securityContext": pod_security_context(),
+           "topologySpreadConstraints": placement.spread_constraints(settings, pod_selector(settings)),
+           "containers": [container(settings)],
+           "volumes": [config_volume(settings)[0], scratch_volume()[0]]}
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata(settings),
-            "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": settings.name}},
+            "spec": {"selector": {"matchLabels": pod_selector(settings)},
                      # a new pod is ready before an old one goes: full capacity throughout
                      "strategy": {"type": "RollingUpdate",
                                   "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
@@ -207,7 +230,7 @@ def service(settings):
              {"name": "grpc", "port": launch.DEFAULT_GRPC_PORT, "targetPort": "grpc"}]
     return {"apiVersion": "v1", "kind": "Service", "metadata": metadata(settings),
             "spec": {"type": "ClusterIP",
-                     "selector": {"app.kubernetes.io/name": settings.name}, "ports": ports}}
+                     "selector": pod_selector(settings), "ports": ports}}
 
 
 def autoscaler(settings):
@@ -221,7 +244,15 @@ def autoscaler(settings):
                                   "resource": {"name": "cpu", "target": target}}]}}
 
 
+def pod_selector(settings):
+    """The label that picks the Deployment's pods (its selector, the Service's, the budget's)."""
+    return {"app.kubernetes.io/name": settings.name}
+
+
 def build_objects(settings):
-    """The objects in the order kubectl should create them (the pods' identity and files first)."""
+    """The objects in the order kubectl should create them (the pods' identity and files first);
+    the budget and the NetworkPolicy where they apply (serving/k8s/placement.py)."""
+    guards = [placement.disruption_budget(settings, metadata(settings), pod_selector(settings)),
+              placement.network_policy(settings, metadata(settings), pod_selector(settings), SERVING_PORTS)]
     return [service_account(settings), config_map(settings), deployment(settings),
-            service(settings), autoscaler(settings)]
+            service(settings), autoscaler(settings), *filter(None, guards)]

@@ -15,6 +15,7 @@ export on GCS, checked offline against the real schemas and the stand-in.
     .venv/bin/python -m pytest tests/serving/test_k8s.py
     .venv-keras/bin/python -m pytest tests/serving/test_k8s.py
 """
+import dataclasses
 import ast
 import http.client
 import json
@@ -113,21 +114,27 @@ def model_problems(value, kind, registry, where):
                        for p in kserve_problems(v, fields[key], registry, f"{where}.{key}")]
 
 
+# Every optional object and field on: the NetworkPolicy (--allow_from) and the zone spread.
+GUARDED = dataclasses.replace(SETTINGS, allow_from=("ns:frontend", "pods:app=gateway"), spread_zones=True)
+
+
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 def test_every_plain_object_validates_against_the_kubernetes_schemas(version):
-    objects = manifests.build_objects(SETTINGS)
+    objects = manifests.build_objects(GUARDED)
     assert [obj["kind"] for obj in objects] == [
-        "ServiceAccount", "ConfigMap", "Deployment", "Service", "HorizontalPodAutoscaler"]
+        "ServiceAccount", "ConfigMap", "Deployment", "Service", "HorizontalPodAutoscaler",
+        "PodDisruptionBudget", "NetworkPolicy"]
     for obj in objects:
         assert kubernetes_schemas.validate(obj, version, strict=True) == version
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 def test_the_inference_service_matches_kserve_s_models(version):
-    objects = kserve.build_objects(SETTINGS)
-    assert [obj["kind"] for obj in objects] == ["ServiceAccount", "ConfigMap", "InferenceService"]
-    for obj in objects[:2]:
-        kubernetes_schemas.validate(obj, version, strict=True)
+    objects = kserve.build_objects(GUARDED)
+    assert [obj["kind"] for obj in objects] == ["ServiceAccount", "ConfigMap", "InferenceService",
+                                                "PodDisruptionBudget", "NetworkPolicy"]
+    for obj in objects[:2] + objects[3:]:
+        assert kubernetes_schemas.validate(obj, version, strict=True) == version
     assert kserve_problems(objects[2], KSERVE["root"], definitions_registry(version)) == []
 
 
@@ -272,7 +279,7 @@ def plain_server(settings):
 
 
 def kserve_server(settings):
-    config_map, service = as_written(kserve.build_objects(settings))[1:]
+    config_map, service = as_written(kserve.build_objects(settings))[1:3]
     model = service["spec"]["predictor"]["model"]
     args = [arg.format(name=service["metadata"]["name"]) for arg in KSERVE_RUNTIME_ARGS] + model["args"]
     return (config_map, args, model["readinessProbe"]["httpGet"]["path"],
@@ -350,8 +357,11 @@ def test_the_image_follows_the_export_s_tensorflow(run_k8s, bucket, tmp_path, te
     objects = read_objects(tmp_path / "k8s")
     assert sorted(os.listdir(tmp_path / "k8s")) == [
         "1-serviceaccount.yaml", "2-configmap.yaml", "3-deployment.yaml", "4-service.yaml",
-        "5-horizontalpodautoscaler.yaml"]
+        "5-horizontalpodautoscaler.yaml", "6-poddisruptionbudget.yaml"]
     assert by_kind(objects)["Deployment"]["spec"]["template"]["spec"]["containers"][0]["image"] == image
+    assert "serving.k8s: the serving ports 8500 and 8501 are open to every pod of the cluster (no " \
+           "NetworkPolicy); pass --allow_from ns:NAMESPACE or --allow_from pods:KEY=VALUE to admit only those" \
+           in out.splitlines()
     for obj in objects:
         kubernetes_schemas.validate(obj, KUBERNETES_VERSIONS[0], strict=True)
 
@@ -363,9 +373,9 @@ def test_the_kserve_variant_written_by_the_command_validates(run_k8s, bucket, tm
                              "--gcp_service_account", "tf-serving@proj.iam.gserviceaccount.com")
     assert (code, err) == (0, ""), err
     assert sorted(os.listdir(tmp_path / "k8s")) == [
-        "1-serviceaccount.yaml", "2-configmap.yaml", "3-inferenceservice.yaml"]
-    account, config_map, service = read_objects(tmp_path / "k8s")
-    for obj in (account, config_map):
+        "1-serviceaccount.yaml", "2-configmap.yaml", "3-inferenceservice.yaml", "4-poddisruptionbudget.yaml"]
+    account, config_map, service, budget = read_objects(tmp_path / "k8s")
+    for obj in (account, config_map, budget):
         kubernetes_schemas.validate(obj, NEWEST, strict=True)
     assert kserve_problems(service, KSERVE["root"], definitions_registry(NEWEST)) == []
     model = service["spec"]["predictor"]["model"]
@@ -374,12 +384,28 @@ def test_the_kserve_variant_written_by_the_command_validates(run_k8s, bucket, tm
 
 
 @pytest.mark.process
+def test_allow_from_writes_a_network_policy_admitting_only_the_named_peers(run_k8s, bucket, tmp_path):
+    base = upload_export(bucket, "run/export/image_classifier")
+    code, out, err = run_k8s("--model_base_path", base, "--output_dir", str(tmp_path / "k8s"), "--kserve",
+                             "--allow_from", "ns:frontend", "--allow_from", "pods:app=gateway")
+    assert (code, err) == (0, ""), err
+    assert "open to every pod" not in out
+    policy = by_kind(read_objects(tmp_path / "k8s"))["NetworkPolicy"]
+    kubernetes_schemas.validate(policy, NEWEST, strict=True)
+    assert policy["spec"]["podSelector"] == {"matchLabels": {kserve.POD_LABEL: "image-classifier"}}
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "frontend"}}},
+                            {"podSelector": {"matchLabels": {"app": "gateway"}}}]
+    assert [port["port"] for port in rule["ports"]] == [9000, 8080]  # KServe's runtime's ports
+
+
+@pytest.mark.process
 def test_an_earlier_output_is_replaced_whole(run_k8s, bucket, tmp_path):
     base = upload_export(bucket, "run/export/image_classifier")
     out_dir = tmp_path / "k8s"
     assert run_k8s("--model_base_path", base, "--output_dir", str(out_dir), "--kserve")[0] == 0
     assert run_k8s("--model_base_path", base, "--output_dir", str(out_dir), "--max_replicas", "4")[0] == 0
-    assert len(os.listdir(out_dir)) == 5  # the InferenceService is gone with the old output
+    assert len(os.listdir(out_dir)) == 6  # the InferenceService is gone with the old output
     assert by_kind(read_objects(out_dir))["HorizontalPodAutoscaler"]["spec"]["maxReplicas"] == 4
     assert os.listdir(tmp_path) == ["k8s"]  # no staging or old folder left beside it
 
@@ -444,6 +470,11 @@ def test_a_tf_serving_version_older_than_the_export_is_refused(run_k8s, bucket, 
     (["--gcp_service_account", "me@example.com"], "--gcp_service_account='me@example.com' is not"),
     (["--tf_serving_version", "latest"], "--tf_serving_version='latest' is not a version"),
     (["--batch_timeout_micros", "-1"], "--batch_timeout_micros=-1 must be at least 0"),
+    (["--allow_from", "frontend"], "--allow_from='frontend' is neither ns:NAMESPACE nor pods:KEY=VALUE"),
+    (["--allow_from", "pods:app"], "--allow_from='pods:app' is neither ns:NAMESPACE nor pods:KEY=VALUE"),
+    (["--kserve", "--name", "a" * 50], f"--name='{'a' * 50}' in namespace 'default': KServe derives "
+     f"'{'a' * 50}-predictor-default' (68 characters) from it, over Kubernetes' 63; pass a --name of at "
+     "most 45 characters"),
 ])
 def test_bad_flags_are_one_line_and_nothing_written(run_k8s, tmp_path, flags, expected):
     argv = ["--model_base_path", "gs://my-bucket/run/export/image_classifier", "--tf_serving_version", "2.15",
@@ -517,7 +548,7 @@ def test_an_unreadable_export_with_tf_serving_version_is_written_saying_so(run_k
     first = out.splitlines()[0]
     assert first.startswith("serving.k8s: the export was not read (--model_base_path=")
     assert first.endswith("; --tf_serving_version 2.20: image tensorflow/serving:2.20.0")
-    assert len(os.listdir(tmp_path / "k8s")) == 5
+    assert len(os.listdir(tmp_path / "k8s")) == 6
 
 
 def test_a_mistyped_flag_gets_did_you_mean(run_k8s, tmp_path):
