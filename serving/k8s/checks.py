@@ -23,6 +23,11 @@ CPU = re.compile(r"([0-9]+(\.[0-9]+)?|[0-9]+m)\Z")  # "2", "0.5", "500m"
 MEMORY = re.compile(r"[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?\Z")  # "2Gi", "512Mi", "2G"
 GCS_PATH = re.compile(r"gs://[a-z0-9][-a-z0-9_.]{1,220}[a-z0-9](/.*)?\Z")
 GCP_SERVICE_ACCOUNT = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]@[-a-z0-9.:]+\.iam\.gserviceaccount\.com\Z")
+# Docker's reference grammar (distribution/reference): lowercase path components, a tag of at most
+# 128 word characters, dots and dashes, an optional sha256 digest.
+DOCKER_IMAGE = re.compile(r"(?:[a-zA-Z0-9][-a-zA-Z0-9.]*(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+                          r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[\w][\w.-]{0,127})?"
+                          r"(?:@sha256:[0-9a-f]{64})?\Z")
 OUTPUT_FILE = re.compile(r"[0-9]+-[a-z]+\.yaml\Z")  # what this command writes (output.file_name)
 
 
@@ -46,7 +51,17 @@ def check_args(args):
     if args.gcp_service_account and not GCP_SERVICE_ACCOUNT.match(args.gcp_service_account):
         raise ManifestError(f"--gcp_service_account={args.gcp_service_account!r} is not a Google "
                             "service account's email; pass NAME@PROJECT.iam.gserviceaccount.com")
+    if args.docker_image is not None:
+        check_docker_image(args.docker_image)
     check_output_dir(args.output_dir)
+
+
+def check_docker_image(image):
+    """An image reference Kubernetes pulls: [registry[:port]/]path[:tag][@sha256:digest], nothing
+    else (a space or an empty tag would be written into the pod and fail only at the pull)."""
+    if not DOCKER_IMAGE.match(image):
+        raise ManifestError(f"--docker_image={image!r} is not an image reference; pass "
+                            "[REGISTRY/]REPOSITORY[:TAG][@sha256:DIGEST], e.g. tensorflow/serving:2.15.1")
 
 
 def check_model_base_path(path):
@@ -147,6 +162,12 @@ def check_output_dir(path):
         raise ManifestError(f"--output_dir={path!r}: kubectl applies local files; pass a local folder")
     if os.path.exists(path) and not os.path.isdir(path):
         raise ManifestError(f"--output_dir={path!r} is a file; pass a folder")
+    above = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(above):
+        above = os.path.dirname(above)
+    if not os.path.isdir(above):
+        raise ManifestError(f"--output_dir={path!r} is under {above}, which is a file, not a folder; "
+                            "pass a folder elsewhere")
     foreign = sorted(name for name in (os.listdir(path) if os.path.isdir(path) else ())
                      if not OUTPUT_FILE.match(name))
     if foreign:

@@ -36,7 +36,7 @@ from kubernetes_validate import utils as kubernetes_schemas
 from common import console
 from serving import export_tensorflow
 from serving.k8s import __main__ as k8s_main
-from serving.k8s import kserve, manifests, output
+from serving.k8s import checks, kserve, manifests, output
 from serving.standin import config_files, server
 from tests.preprocess.test_gcs_emulator import bucket  # noqa: F401 (fixture: Beam's gcsio, anonymous)
 
@@ -470,6 +470,10 @@ def test_a_tf_serving_version_older_than_the_export_is_refused(run_k8s, bucket, 
     (["--gcp_service_account", "me@example.com"], "--gcp_service_account='me@example.com' is not"),
     (["--tf_serving_version", "latest"], "--tf_serving_version='latest' is not a version"),
     (["--batch_timeout_micros", "-1"], "--batch_timeout_micros=-1 must be at least 0"),
+    (["--docker_image", " tensorflow/serving:2.15.1"], "--docker_image=' tensorflow/serving:2.15.1' is not an image reference"),
+    (["--docker_image", "tensorflow/serving:2.15.1 "], "--docker_image='tensorflow/serving:2.15.1 ' is not an image reference"),
+    (["--docker_image", "tensorflow/ serving:2.15.1"], "--docker_image='tensorflow/ serving:2.15.1' is not an image reference"),
+    (["--docker_image", "tensorflow/serving:"], "--docker_image='tensorflow/serving:' is not an image reference"),
     (["--allow_from", "frontend"], "--allow_from='frontend' is neither ns:NAMESPACE nor pods:KEY=VALUE"),
     (["--allow_from", "pods:app"], "--allow_from='pods:app' is neither ns:NAMESPACE nor pods:KEY=VALUE"),
     (["--kserve", "--name", "a" * 50], f"--name='{'a' * 50}' in namespace 'default': KServe derives "
@@ -483,6 +487,22 @@ def test_bad_flags_are_one_line_and_nothing_written(run_k8s, tmp_path, flags, ex
     assert (code, out) == (2, "")
     assert len(err.splitlines()) == 1 and err.startswith(f"error: {expected}"), err
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("image", ["tensorflow/serving:2.15.1", "us-docker.pkg.dev/p/repo/tf-serving:2.15.1-gpu",
+                                   "localhost:5000/serving", "tensorflow/serving@sha256:" + "a" * 64])
+def test_an_image_reference_kubernetes_pulls_passes(image):
+    checks.check_docker_image(image)
+
+
+def test_an_output_dir_under_a_file_is_one_line_and_nothing_written(run_k8s, tmp_path):
+    (tmp_path / "notes.txt").write_text("a file")
+    code, out, err = run_k8s("--model_base_path", "gs://my-bucket/run/export/image_classifier",
+                             "--tf_serving_version", "2.15", "--output_dir", str(tmp_path / "notes.txt" / "k8s"))
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [f"error: --output_dir='{tmp_path}/notes.txt/k8s' is under {tmp_path}/notes.txt, "
+                                "which is a file, not a folder; pass a folder elsewhere"]
+    assert os.listdir(tmp_path) == ["notes.txt"]
 
 
 def test_an_output_dir_with_other_files_is_refused(run_k8s, tmp_path):
