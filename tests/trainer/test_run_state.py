@@ -200,6 +200,18 @@ def test_a_save_killed_midway_leaves_no_temp_directory_behind(run_copy, caplog):
     assert (out / "notes_temp").is_dir() and (out / "model.ckpt-8_temp").is_file()
 
 
+def test_the_first_save_killed_midway_leaves_no_temp_directory_behind(tmp_path):
+    """Killed while its first checkpoint was written, a run leaves only model.ckpt-N_temp/: the
+    same command starts afresh (nothing to resume) and removes it under the lock."""
+    leftover = tmp_path / "model.ckpt-0_temp"
+    leftover.mkdir()
+    (leftover / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"half a save")
+    assert checkpoints.check_run_state(str(tmp_path), repair=False) == (None, 0)
+    assert leftover.is_dir()  # beside a trainer (no lock) it may be that trainer's live save
+    assert checkpoints.check_run_state(str(tmp_path)) == (None, 0)
+    assert not leftover.exists()
+
+
 @pytest.mark.trains
 def test_a_job_beside_the_trainer_leaves_a_save_s_temp_directory_alone(run_copy):
     """Without the lock (continuous_eval, predict) a _temp directory may be the trainer's live save."""

@@ -155,6 +155,8 @@ def check_run_state(output_dir, repair=True, say=True):
     named, problem = read_state(output_dir)
     if not found:
         refuse_without_checkpoints(output_dir, named)
+        if repair:  # the first save killed midway: nothing to resume, its shards to remove
+            remove_save_leftovers(output_dir)
         return CheckpointState(None, 0)
     refuse_lost_index(output_dir, None if problem else named, found)
     by_name = {os.path.basename(prefix): (step, prefix) for step, prefix in found}
