@@ -63,6 +63,15 @@ def make_parser():
 def main(argv=None):
     console.configure_logging(VERBOSITY)
     args = make_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    # Ctrl-C or SIGTERM from here on: one line and exit code 130 or 143, nothing half-written.
+    with console.exit_on_interrupt(lambda: "the models were not written (they appear only whole; "
+                                           "the next run removes a .staging folder left beside "
+                                           "them); run the same command again"):
+        return convert(args)
+
+
+def convert(args):
+    """The plan, the models written whole and their check printed; tflite_dir."""
     from trainer.export import tflite, tflite_check, tflite_files, tflite_sources  # TensorFlow loads now
     try:
         plan = tflite_sources.plan(args, find_checkpoint)
@@ -71,8 +80,8 @@ def main(argv=None):
         with console.native_stderr_muted(VERBOSITY == 0), saved_model_of(plan, args.output_dir) as saved:
             check = tflite.export_tflite(saved, plan.eval_paths, plan.tflite_dir,
                                          args.calibration_images, plan.source)
-    except UserError as err:  # no run, export or checkpoint, no eval data, too few images, no signature
-        console.exit_with_error(err)
+    except UserError as err:  # no run, export or checkpoint, no eval data, too few images, a damaged
+        console.exit_with_error(err)  # export, another dataset's records, a full disk
     print(tflite_sources.format_check(check, plan), flush=True)
     problem = tflite_check.shortfall(check, tflite_files.FLOAT32_FILE)
     if problem:

@@ -11,17 +11,21 @@ other mistakes are named by tflite_sources.plan and find_checkpoint in the test'
     .venv-keras/bin/python -m pytest tests/trainer/test_export_tflite.py
 """
 import argparse
+import glob
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
+import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from common import export_predictor, image_ops
+from common.user_errors import UserError
 from tests.conftest import NUM_GOOD_IMAGES, make_jpeg_bytes
 from tests.user_commands import start
 from trainer import export_tflite
@@ -188,6 +192,7 @@ def write_saved_model_without_the_contract(path):
     ("zero_calibration", "--calibration_images=0 must be 1 or more"),
     ("export_without_tflite_dir", "--export_dir without --output_dir needs --tflite_dir DIR"),
     ("tflite_dir_exists", "exists; remove it or pass another --tflite_dir"),
+    ("tflite_dir_under_a_file", "which is a file, not a folder; pass another --tflite_dir"),
 ])
 @pytest.mark.trains
 def test_each_mistake_is_named_before_anything_is_written(case, message, trained_run, tmp_path):
@@ -206,10 +211,13 @@ def test_each_mistake_is_named_before_anything_is_written(case, message, trained
         "checkpoint_of_an_export": flags(export_dir=str(export_dir), checkpoint="2",
                                          tflite_dir=str(run / "models")),
         "tflite_dir_exists": flags(output_dir=str(output_dir), tflite_dir=str(run)),
+        "tflite_dir_under_a_file": flags(output_dir=str(output_dir), tflite_dir=str(run / "notes.txt" / "m")),
     }[case]
+    if case == "tflite_dir_under_a_file":
+        (run / "notes.txt").write_text("a file")
     with pytest.raises(tflite_sources.TFLiteSourceError, match=re.escape(message)):
         tflite_sources.plan(given, export_tflite.find_checkpoint)
-    assert sorted(os.listdir(run)) == (["params.json"] if case == "not_exported" else [])
+    assert sorted(os.listdir(run)) == {"not_exported": ["params.json"], "tflite_dir_under_a_file": ["notes.txt"]}.get(case, [])
 
 
 @pytest.mark.trains
@@ -225,6 +233,73 @@ def test_an_export_without_the_serving_contract_is_refused(tmp_path):
     export_dir = write_saved_model_without_the_contract(tmp_path / "1")
     with pytest.raises(tflite.NotConvertible, match="has no 'serving_default' signature taking 'image_bytes'"):
         tflite.read_serving_cut(str(export_dir))
+
+
+def copy_export(export_dir, to):
+    shutil.copytree(export_dir, to)
+    return to
+
+
+@pytest.mark.parametrize("damage", ["empty_pb", "cut_pb", "random_pb", "no_variables", "cut_variables"])
+@pytest.mark.trains  # the session's trained_run's export, copied and damaged
+def test_a_damaged_export_is_one_line_naming_it(damage, trained_run, tmp_path):
+    export_dir = copy_export(trained_run[1], tmp_path / "7")
+    pb, data = export_dir / "saved_model.pb", next((export_dir / "variables").glob("*.data-*"), None)
+    if data is None and damage.endswith("variables"):
+        pytest.skip("this environment's trained_run is a Keras export: its weights are constants "
+                    "in the graph, with no variables/ data to damage")
+    if damage == "empty_pb":
+        pb.write_bytes(b"")
+    elif damage == "cut_pb":
+        pb.write_bytes(pb.read_bytes()[:len(pb.read_bytes()) // 2])
+    elif damage == "random_pb":
+        pb.write_bytes(np.random.default_rng(0).bytes(4096))
+    elif damage == "no_variables":
+        shutil.rmtree(export_dir / "variables")
+    else:
+        data.write_bytes(data.read_bytes()[:len(data.read_bytes()) // 2])
+    with pytest.raises(tflite.NotConvertible, match=re.escape(f"{export_dir} cannot be loaded as a SavedModel (")):
+        tflite.read_serving_cut(str(export_dir))
+
+
+@pytest.mark.trains
+def test_eval_records_of_other_classes_are_refused(trained_run, write_tfrecord_dataset):
+    _, export_dir, data_dir = trained_run
+    labels = tflite.read_serving_cut(str(export_dir)).labels
+    tflite.check_eval_labels(sorted(glob.glob(f"{data_dir}/eval-*")), labels)  # its own: accepted
+    other = write_tfrecord_dataset({"eval": 6}, labels=("ant", "bee", "cow", "dog", "elk")[:len(labels) + 1])
+    with pytest.raises(tflite.NotConvertible, match=f"names {len(labels) + 1} classes .* and the model {len(labels)}"):
+        tflite.check_eval_labels(sorted(glob.glob(f"{other}/eval-*")), labels)
+    (other / "labels.txt").unlink()  # records alone: a label id past the model's classes
+    with pytest.raises(tflite.NotConvertible, match=f"hold label id {len(labels)}, but the model has {len(labels)} classes"):
+        tflite.check_eval_labels(sorted(glob.glob(f"{other}/eval-*")), labels)
+
+
+@pytest.mark.process
+@pytest.mark.trains
+@pytest.mark.parametrize("stop, code, words", [(signal.SIGTERM, 143, "terminated (SIGTERM)"),
+                                               (signal.SIGINT, 130, "interrupted (Ctrl-C)")])
+def test_a_stopped_conversion_is_one_line_and_writes_nothing(stop, code, words, trained_run, tmp_path):
+    """Stopped while TensorFlow loads or while it converts: either way one line, no traceback."""
+    process = start("trainer.export_tflite", "--output_dir", trained_run[0], "--tflite_dir",
+                    tmp_path / "models", "--calibration_images", 4)
+    time.sleep(4)
+    process.send_signal(stop)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == code and "Traceback" not in stderr, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1].startswith(f"{words}: the models were not written")
+    assert not (tmp_path / "models").exists()
+
+
+def test_a_full_disk_leaves_no_staging_folder_and_is_one_line(tmp_path, monkeypatch):
+    """TensorFlow's file writer raises ResourceExhaustedError on a full disk (the issue's sweep saw
+    it, with the .staging folder left behind); here the writer's write raises it."""
+    def no_space(*_):
+        raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
+    monkeypatch.setattr(tf.io.gfile.GFile, "write", no_space)
+    with pytest.raises(UserError, match="no space left on the device of .*: nothing was written"):
+        tflite_files.write_tflite_dir(str(tmp_path / "m"), {"model.tflite": b"x"}, {}, {})
+    assert os.listdir(tmp_path) == []
 
 
 @pytest.mark.parametrize("agreement, expected", [

@@ -12,11 +12,14 @@ frozen cut.
     .venv/bin/python -m trainer.export_tflite --output_dir OUT
 """
 import dataclasses
+import os
 
 import numpy as np
 import tensorflow as tf
 
-from common import chunks, export_predictor, signature
+from google.protobuf.message import DecodeError
+
+from common import chunks, dataset_files, export_predictor, signature
 from common.user_errors import UserError
 from trainer.export import tflite_check, tflite_files
 
@@ -76,13 +79,43 @@ def read_serving_cut(export_dir):
     """ServingCut of an export version directory (its graph loaded in a TF1 session)."""
     graph = tf.Graph()
     with graph.as_default(), tf.compat.v1.Session(graph=graph) as session:
-        meta_graph = tf.compat.v1.saved_model.load(session, [tf.saved_model.SERVING], export_dir)
+        meta_graph = load_export(session, export_dir)
         bytes_name, probabilities_name = signature_tensor_names(meta_graph, export_dir)
         images = find_images_tensor(graph.get_tensor_by_name(bytes_name), export_dir)
         labels = [name.decode() for name in session.run(export_predictor.LABELS_TENSOR)]
         frozen = tf.compat.v1.graph_util.convert_variables_to_constants(
             session, graph.as_graph_def(), [probabilities_name.split(":")[0]])
     return ServingCut(frozen, images.name, probabilities_name, int(images.shape[1]), labels)
+
+
+def load_export(session, export_dir):
+    """The export's serving MetaGraph loaded into session; NotConvertible in one line when its
+    saved_model.pb or variables/ are damaged, cut short or missing."""
+    try:
+        return tf.compat.v1.saved_model.load(session, [tf.saved_model.SERVING], export_dir)
+    except (tf.errors.OpError, DecodeError, OSError, RuntimeError, ValueError) as err:
+        reason = (getattr(err, "message", None) or str(err) or type(err).__name__).strip().splitlines()[0]
+        raise NotConvertible(f"{export_dir} cannot be loaded as a SavedModel ({reason[:200]}); pass an "
+                             "intact export, or convert a checkpoint of the run (--checkpoint latest)") from None
+
+
+def check_eval_labels(eval_paths, labels):
+    """NotConvertible when the eval records are not of the model's classes: a label id past its
+    last class, or a labels.txt beside them naming other classes (calibrating and checking on
+    another dataset's images would write models measured on the wrong data)."""
+    beside = os.path.join(os.path.dirname(eval_paths[0]), dataset_files.LABELS_FILE)
+    if tf.io.gfile.exists(beside):
+        with tf.io.gfile.GFile(beside) as f:
+            named = dataset_files.parse_labels(f.read(), beside)
+        if named != labels:
+            raise NotConvertible(f"the eval records' {beside} names {len(named)} classes "
+                                 f"({', '.join(named[:5])}{', ...' if len(named) > 5 else ''}) and the model "
+                                 f"{len(labels)} ({', '.join(labels[:5])}{', ...' if len(labels) > 5 else ''}); "
+                                 "pass --eval_data_path of the dataset the model was trained on")
+    top = max((label for _, label in tflite_check.read_eval_examples(eval_paths)), default=-1)
+    if top >= len(labels):
+        raise NotConvertible(f"the eval records hold label id {top}, but the model has {len(labels)} "
+                             "classes; pass --eval_data_path of the dataset the model was trained on")
 
 
 def convert(cut, calibration_images=None):
@@ -124,6 +157,7 @@ def export_tflite(export_dir, eval_paths, tflite_dir, num_calibration_images, so
     """Converts export_dir to both TFLite models, checks them on every eval record and writes
     tflite_dir whole; returns the check ({"images": n, ...}, per model)."""
     cut = read_serving_cut(export_dir)
+    check_eval_labels(eval_paths, cut.labels)
     calibration = calibration_images(eval_paths, num_calibration_images, cut.image_size)
     models = {tflite_files.FLOAT32_FILE: convert(cut),
               tflite_files.INT8_FILE: convert(cut, calibration)}

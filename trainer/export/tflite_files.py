@@ -10,12 +10,14 @@ The directory appears whole or not at all: it is written as TFLITE_DIR.staging, 
 
     .venv/bin/python -m trainer.export_tflite --output_dir OUT   # -> OUT/tflite/<model>/<version>/
 """
+import errno
 import json
 import os
 
 import tensorflow as tf
 
 from common import image_ops
+from common.user_errors import UserError
 from trainer.export import tflite_check
 
 FLOAT32_FILE = "model.tflite"
@@ -62,12 +64,20 @@ def write_tflite_dir(tflite_dir, models, metadata, check):
     staging = tflite_dir.rstrip("/") + STAGING_SUFFIX
     if tf.io.gfile.exists(staging):  # left over by a killed run
         tf.io.gfile.rmtree(staging)
-    tf.io.gfile.makedirs(staging)
-    for name, content in models.items():
-        with tf.io.gfile.GFile(os.path.join(staging, name), "wb") as f:
-            f.write(content)
-    for name, value in ((METADATA_FILE, metadata), (CHECK_FILE, check)):
-        with tf.io.gfile.GFile(os.path.join(staging, name), "w") as f:
-            f.write(json.dumps(value, indent=2) + "\n")
-    tf.io.gfile.rename(staging, tflite_dir)
+    try:
+        tf.io.gfile.makedirs(staging)
+        for name, content in models.items():
+            with tf.io.gfile.GFile(os.path.join(staging, name), "wb") as f:
+                f.write(content)
+        for name, value in ((METADATA_FILE, metadata), (CHECK_FILE, check)):
+            with tf.io.gfile.GFile(os.path.join(staging, name), "w") as f:
+                f.write(json.dumps(value, indent=2) + "\n")
+        tf.io.gfile.rename(staging, tflite_dir)
+    except (tf.errors.ResourceExhaustedError, OSError) as err:
+        if tf.io.gfile.exists(staging):
+            tf.io.gfile.rmtree(staging)
+        if isinstance(err, OSError) and err.errno != errno.ENOSPC:
+            raise
+        raise UserError(f"no space left on the device of {tflite_dir}: nothing was written; free "
+                        "space (or pass another --tflite_dir) and run the same command again") from None
     return tflite_dir

@@ -120,6 +120,12 @@ def find_tflite_dir(args, model, version):
         raise TFLiteSourceError("--export_dir without --output_dir needs --tflite_dir DIR")
     if tf.io.gfile.exists(tflite_dir):
         raise TFLiteSourceError(f"{tflite_dir} exists; remove it or pass another --tflite_dir")
+    above = os.path.dirname(os.path.abspath(tflite_dir)) if "://" not in tflite_dir else None
+    while above and not os.path.exists(above):
+        above = os.path.dirname(above)
+    if above and not os.path.isdir(above):
+        raise TFLiteSourceError(f"{tflite_dir} is under {above}, which is a file, not a folder; "
+                                "pass another --tflite_dir")
     return tflite_dir
 
 
