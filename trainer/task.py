@@ -26,9 +26,18 @@ from trainer.cloud import hptuning, libtpu_pair  # noqa: E402  (no TensorFlow)
 from trainer.settings import early_check, flags  # noqa: E402  (no TensorFlow: --help and typos answer at once)
 
 
+STOPPED_BEFORE_THE_RUN = "stopped before the run began; nothing was written: run the same command again"
+
+
 def main(argv=None):
     """The steps in sequence: flags, the params chain, the engine, then the run (its checks,
-    lock and mode: trainer/run/driver.py) and the closing summary."""
+    lock and mode: trainer/run/driver.py) and the closing summary. Ctrl-C or SIGTERM at any
+    point, TensorFlow's import included, is one line (the run's own line once it has begun)."""
+    with console.exit_on_interrupt(lambda: STOPPED_BEFORE_THE_RUN):
+        return run_command(argv)
+
+
+def run_command(argv):
     console.configure_logging(VERBOSITY)
     typed, config_file = flags.parse_flags(sys.argv[1:] if argv is None else argv)
     # A value the settings' rules refuse on their own answers before TensorFlow loads.

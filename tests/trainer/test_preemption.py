@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import signal
+import time
 
 import pytest
 
@@ -86,3 +87,16 @@ def test_sigterm_saves_the_step_reached_and_the_same_command_resumes(dataset, tm
     # The signal's checkpoint lies between round ends: trained on, not evaluated (rounds.py), so
     # the evaluations are an uninterrupted run's.
     assert [r["global_step"] for r in eval_records.read_eval_results(output_dir)] == [TRAIN_STEPS]
+
+
+def test_sigterm_in_the_first_second_is_one_line_and_nothing_is_written(dataset, tmp_path):
+    """Before the run's own handler (TensorFlow still loading), SIGTERM used to end it with no line."""
+    output_dir = tmp_path / "out"
+    process = start_trainer(*preemptible_argv(dataset, str(output_dir), "keras"))
+    time.sleep(1)  # the flags are parsed; TensorFlow's import takes seconds more
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143 and "Traceback" not in stderr, stderr[-3000:]
+    assert stderr.strip().splitlines() == [
+        "terminated (SIGTERM): stopped before the run began; nothing was written: run the same command again"]
+    assert not output_dir.exists()
