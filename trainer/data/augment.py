@@ -23,11 +23,15 @@ so that a 32-pixel digit is not moved by 100 pixels.
 import math
 import sys
 
-import tensorflow as tf
+if __name__ == "__main__":  # the command: TensorFlow's start-up lines off (-v shows them)
+    from common import console
+    console.quiet_unless_verbose()
 
-from common import image_ops
-from trainer.data import augment_ops as ops
-from trainer.settings import table
+import tensorflow as tf  # noqa: E402
+
+from common import image_ops  # noqa: E402
+from trainer.data import augment_ops as ops  # noqa: E402
+from trainer.settings import table  # noqa: E402
 
 MAX_LEVEL = 10.0
 # Of the image side, at magnitude 10: 100/224 px (RandAugment's translate_const) and
@@ -194,13 +198,31 @@ def erase(images, probability, seed):
     return tf.where(inside[..., tf.newaxis], noise, images)
 
 
-def main(argv):
-    path, name = argv[1], argv[2]
-    image = tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
-    policy = make_policy({"augment": name})
-    out = policy(image, tf.constant([1, 2], tf.int64)) if policy else image
-    tf.io.write_file(path.rsplit(".", 1)[0] + ".augmented.png", tf.io.encode_png(out))
+def main(argv=None):
+    """One image through a policy, written beside it as IMAGE.augmented.png (a look at what
+    --augment does); a missing or undecodable image is one line, exit code 2."""
+    from common import console
+    from common.user_errors import UserError
+    parser = console.ArgumentParser(prog="python -m trainer.data.augment",
+                                    description="Write IMAGE.augmented.png: IMAGE through an --augment policy.")
+    parser.add_argument("image", help="a JPEG, PNG, GIF or BMP file")
+    parser.add_argument("policy", choices=table.AUGMENT_POLICIES, help="the --augment policy")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+
+    def augment_file():
+        if not tf.io.gfile.exists(args.image):
+            raise UserError(f"{args.image} does not exist; pass an image file")
+        try:
+            image = tf.io.decode_image(tf.io.read_file(args.image), channels=3, expand_animations=False)
+        except tf.errors.InvalidArgumentError:
+            raise UserError(f"{args.image} is not an image TensorFlow decodes (JPEG, PNG, GIF, BMP)") from None
+        policy = make_policy({"augment": args.policy})
+        out = policy(image, tf.constant([1, 2], tf.int64)) if policy else image
+        written = args.image.rsplit(".", 1)[0] + ".augmented.png"
+        tf.io.write_file(written, tf.io.encode_png(out))
+        return written
+    print(f"wrote {console.exit_on_user_error(augment_file)}", flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv)
+    main()
