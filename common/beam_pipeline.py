@@ -20,11 +20,9 @@ from apache_beam.runners.portability.portable_runner import JobServiceHandle
 from common import console
 from common.user_errors import UserError
 
-# The local default: FnApiRunner, in this process, with one worker (in_memory).
-# Measured by bench/bench_preprocess.py on 10,000 photos, 2 cores (README
-# "Benchmarks"): one worker + preprocess's image pool 1.69x the single loop, two
-# worker threads + the pool 1.59x (more GIL contention), two worker processes
-# 1.29x (each imports Beam first, 2-4 s).
+# The local default: FnApiRunner, in this process, with one worker (in_memory): the fastest
+# local mode bench/bench_preprocess.py measured (docs/benchmarks.md, "Measured figures behind
+# choices in the code": threads contend for the GIL, processes each import Beam first).
 LOCAL_RUNNER = "FnApiRunner"
 LOCAL_RUNNING_MODE = "in_memory"
 # Runners that submit to Google Cloud with the user's Application Default Credentials.

@@ -46,7 +46,7 @@ def call_signature(function, tensors):
 
     The flat call TF falls back to for an estimator export's signatures: the keyword call
     first fails a structured binding whose error text reprs every input tensor, a cost that
-    grows with the batch (~6 ms of Python per batch of 64 small JPEGs). It is TF 2.15's
+    grows with the batch (docs/benchmarks.md, "Measured figures behind choices in the code"). It is TF 2.15's
     private method (the lock pins TF), so a TensorFlow without it gets the keyword call."""
     flat_call = getattr(function, "_call_with_flat_signature", None)
     if flat_call is None:

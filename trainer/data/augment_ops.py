@@ -16,8 +16,8 @@ import tensorflow as tf
 FILL = 128
 # PIL's SMOOTH filter, the blur Sharpness blends away from.
 # Why select(mask, a, b) below is b + mask * (a - b) in uint8 (exact: the arithmetic wraps
-# modulo 256) and not tf.where: SelectV2 on an image cost about 1 ms per 224-pixel image, as
-# much as decoding it, and the arithmetic a quarter of that (bench/bench_input.py's photos).
+# modulo 256) and not tf.where: SelectV2 on an image cost as much as decoding it, the
+# arithmetic a quarter of that (docs/benchmarks.md, "Measured figures behind choices in the code").
 SMOOTH_KERNEL = ((1.0, 1.0, 1.0), (1.0, 5.0, 1.0), (1.0, 1.0, 1.0))
 
 

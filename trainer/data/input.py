@@ -51,8 +51,8 @@ from trainer.settings import checks
 # passes, as plain strings, so that this module runs where tf.estimator does not exist.
 TRAIN, EVAL, PREDICT = "train", "eval", "infer"
 AUTOTUNE = tf.data.AUTOTUNE
-# Images of a training batch decoded at once (tf.map_fn's parallel_iterations);
-# 4-64 measured alike by bench/bench_input.py on 2 cores, on digits and photos.
+# Images of a training batch decoded at once (tf.map_fn's parallel_iterations); any value
+# from 4 to 64 measured alike (docs/benchmarks.md, "Measured figures behind choices in the code").
 DECODE_PARALLELISM = 16
 # Starts the message of a data check that fails inside the graph: the loop turns an
 # error carrying it into one line naming the files (trainer/run/driver.py, run).
