@@ -23,7 +23,7 @@ VERBOSITY = console.quiet_unless_verbose()  # before TensorFlow loads: it reads 
 
 from common.user_errors import UserError  # noqa: E402
 from trainer.cloud import hptuning, libtpu_pair  # noqa: E402  (no TensorFlow)
-from trainer.settings import early_check, flags  # noqa: E402  (no TensorFlow: --help and typos answer at once)
+from trainer.settings import early_check, flags, table  # noqa: E402  (no TensorFlow: --help and typos answer at once)
 
 
 STOPPED_BEFORE_THE_RUN = "stopped before the run began; nothing was written: run the same command again"
@@ -33,11 +33,12 @@ def main(argv=None):
     """The steps in sequence: flags, the params chain, the engine, then the run (its checks,
     lock and mode: trainer/run/driver.py) and the closing summary. Ctrl-C or SIGTERM at any
     point, TensorFlow's import included, is one line (the run's own line once it has begun)."""
-    with console.exit_on_interrupt(lambda: STOPPED_BEFORE_THE_RUN):
-        return run_command(argv)
+    stopped = [lambda: STOPPED_BEFORE_THE_RUN]  # what a stop leaves; the run's own once it begins
+    with console.exit_on_interrupt(lambda: stopped[0]()):
+        return run_command(argv, stopped)
 
 
-def run_command(argv):
+def run_command(argv, stopped):
     console.configure_logging(VERBOSITY)
     typed, config_file = flags.parse_flags(sys.argv[1:] if argv is None else argv)
     # A value the settings' rules refuse on their own answers before TensorFlow loads.
@@ -47,23 +48,22 @@ def run_command(argv):
     # loads: say so first, in one line.
     console.exit_on_user_error(libtpu_pair.check_installed_pair)
     # TensorFlow loads only now that the flags have parsed.
-    from trainer.run import checkpoints, failures, modes
+    from trainer.run import checkpoints, failures
     from trainer.report import summary
     from trainer import chain
     try:
         params = chain.resolve(typed, config_file)
         # What Ctrl-C (exit 130) or SIGTERM (exit 143) leaves: the step the same command resumes from.
-        describe_interrupted = functools.partial(checkpoints.describe_interrupted, params["output_dir"],
-                                                 modes.of(params).trains, params["mode"])
-        with console.exit_on_interrupt(describe_interrupted):
-            run = load_engine(params["engine"])
-            try:
-                result = run(params)
-            except Exception as err:  # noqa: BLE001 (re-raised unless failures names it)
-                explained = failures.explain(err, params)  # a library error a user can fix (a full disk)
-                if explained is None:
-                    raise
-                raise explained from None
+        stopped[0] = functools.partial(checkpoints.describe_interrupted, params["output_dir"],
+                                       table.mode_reads(params).trains, params["mode"])
+        run = load_engine(params["engine"])
+        try:
+            result = run(params)
+        except Exception as err:  # noqa: BLE001 (re-raised unless failures names it)
+            explained = failures.explain(err, params)  # a library error a user can fix (a full disk)
+            if explained is None:
+                raise
+            raise explained from None
     except UserError as err:  # a bad setting, a busy output_dir, data unlike its metadata
         console.exit_with_error(err)
     print(summary.summarize_run(params, result), flush=True)

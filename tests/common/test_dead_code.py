@@ -10,21 +10,29 @@ this catches is the forgotten helper with a name of its own.
 """
 import ast
 import collections
+import os
 import pathlib
 import re
-import subprocess
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PRODUCT = ("common/", "preprocess/", "trainer/", "serving/", "bench/", "tools/")
+GENERATED = {"work", "data", "runs", "dist", "build"}  # .gitignore's generated top-level folders
 READ = (".py", ".md", ".yaml", ".yml", ".sh", ".txt", ".cfg", ".toml", ".ini", "Makefile", "Dockerfile")
 
 
 def tracked_texts():
-    """{path: text} of every file git tracks or would (not ignored) that a name can be used in."""
-    paths = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True,
-                           check=True).stdout.split()
-    return {path: (ROOT / path).read_text(errors="replace") for path in paths
-            if path.endswith(READ) and (ROOT / path).is_file()}
+    """{path: text} of the checkout's files a name can be used in (read from the tree, not from
+    git: the fast suite starts no process), the environments and generated folders left out."""
+    texts = {}
+    for directory, subdirs, names in os.walk(ROOT):
+        top = pathlib.Path(directory) == ROOT  # work/, data/ ... at the top are generated
+        subdirs[:] = [d for d in subdirs if not d.startswith(".") and d != "__pycache__"
+                      and not (top and d in GENERATED) and not d.endswith(".egg-info")]
+        for name in names:
+            path = pathlib.Path(directory, name)
+            if name.endswith(READ) and path.is_file():
+                texts[path.relative_to(ROOT).as_posix()] = path.read_text(errors="replace")
+    return texts
 
 
 def module_functions(texts):

@@ -63,9 +63,9 @@ def check_before_run(params):
 
 def split_paths(params):
     """The params keys of the record globs params["mode"] reads."""
-    return [key for key, modes in (("train_data_path", table.TRAIN_MODES),
-                                   ("eval_data_path", table.EVAL_MODES))
-            if params["mode"] in modes]
+    reads = table.mode_reads(params)
+    return [key for key, read in (("train_data_path", reads.trains), ("eval_data_path", reads.evaluates))
+            if read]
 
 
 def check_images(files, limit):

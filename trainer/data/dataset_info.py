@@ -15,7 +15,7 @@ import tensorflow as tf
 from common import dataset_files
 from trainer.data import byo_records
 from trainer.settings.checks import ConfigError
-from trainer.settings.table import EVAL_MODES, PARAMS_FILE, TRAIN_MODES
+from trainer.settings.table import PARAMS_FILE, mode_reads
 
 
 def split_of(file_pattern, dataset_metadata):
@@ -59,10 +59,11 @@ def check_glob(key, file_pattern):
 def data_patterns(params):
     """{split-size key: glob} of the splits params["mode"] reads, each checked to match files."""
     patterns = {}
-    if params["mode"] in TRAIN_MODES:
+    reads = mode_reads(params)
+    if reads.trains:
         check_glob("train_data_path", params["train_data_path"])
         patterns["num_train_examples"] = params["train_data_path"]
-    if params["mode"] in EVAL_MODES:
+    if reads.evaluates:
         check_glob("eval_data_path", params["eval_data_path"])
         patterns["num_eval_examples"] = params["eval_data_path"]
     if len(patterns) == 2:
@@ -96,7 +97,7 @@ def add_dataset_info(params, typed=(), record_counts=None):
     elif patterns:
         record_counts = record_counts or byo_records.RecordCounts(params["output_dir"])
         params.update(read_own_records(patterns, params, record_counts))
-    uses_export = params["mode"] == "predict" and params["predict_export_dir"]
+    uses_export = mode_reads(params).predicts and params["predict_export_dir"]
     if not params.get("labels") and not uses_export:  # an export carries its labels
         raise ConfigError(f"mode={params['mode']!r} needs the labels: pass --eval_data_path, "
                           f"or use an output_dir holding the {PARAMS_FILE} of a training run")

@@ -27,7 +27,8 @@ import tensorflow as tf
 
 from trainer.data import input as input_lib
 from trainer.estimator import engine as estimator_engine
-from trainer.run import checkpoints, modes, seeds
+from trainer.run import checkpoints, seeds
+from trainer.settings import table
 from trainer.cloud.tf_config import (CHIEF_TYPES, TRAINER_TYPES, ClusterError, is_ps_cluster,
                                read_tf_config, task_of)
 
@@ -133,7 +134,7 @@ def run_trainer(params, tf_config):
     try:
         if task_type in CHIEF_TYPES:
             return estimator_engine.run(params)
-        if modes.of(params).trains:  # train: a separate eval job evaluates
+        if table.mode_reads(params).trains:  # train: a separate eval job evaluates
             train_worker(params, index, f"{task_type}/{index}")
         return None
     finally:

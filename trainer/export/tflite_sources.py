@@ -120,10 +120,10 @@ def find_tflite_dir(args, model, version):
         raise TFLiteSourceError("--export_dir without --output_dir needs --tflite_dir DIR")
     if tf.io.gfile.exists(tflite_dir):
         raise TFLiteSourceError(f"{tflite_dir} exists; remove it or pass another --tflite_dir")
-    above = os.path.dirname(os.path.abspath(tflite_dir)) if "://" not in tflite_dir else None
-    while above and not os.path.exists(above):
-        above = os.path.dirname(above)
-    if above and not os.path.isdir(above):
+    above = None if "://" in tflite_dir else (os.path.dirname(tflite_dir.rstrip("/")) or ".")
+    while above and not tf.io.gfile.exists(above):  # "/" and "." exist: it ends
+        above = os.path.dirname(above) or "."
+    if above and not tf.io.gfile.isdir(above):
         raise TFLiteSourceError(f"{tflite_dir} is under {above}, which is a file, not a folder; "
                                 "pass another --tflite_dir")
     return tflite_dir

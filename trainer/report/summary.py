@@ -21,7 +21,7 @@ def format_eval(record):
 def summarize_run(params, result):
     """Lines naming the run directory, the best evaluation, the export and TensorBoard."""
     output_dir, mode = params["output_dir"], params["mode"]
-    if mode == "predict":
+    if table.mode_reads(params).predicts:
         return f"predictions: {result['output_dir']} ({json.dumps(result, sort_keys=True)})"
     lines = [f"run: {output_dir} (mode {mode})"]
     metric = params["early_stopping_metric"]

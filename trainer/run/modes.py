@@ -2,7 +2,7 @@
 
 trainer/run/driver.py reads a command's Mode here once and follows it; the modules below
 it receive what they need (rounds.train_and_evaluate gets `evaluates`), not the mode.
-Every mode of trainer/settings/table.py's MODES has one row (tests/trainer/test_modes.py).
+Every mode of trainer/settings/table.py's MODE_TABLE has one row (tests/trainer/test_modes.py).
 
     .venv/bin/python -m trainer.task --output_dir OUT --mode export [--engine keras]
 """
@@ -17,21 +17,29 @@ from trainer.export import staging
 from trainer.run import checkpoints, evaluations, rounds
 from trainer.run import continuous_eval as continuous_eval_lib
 from trainer.run.engine import Engine
+from trainer.settings import table
 
 
 @dataclasses.dataclass(frozen=True)
 class Mode:
-    """What the driver does around one mode's run function."""
+    """What the driver does around one mode's run function; what the mode reads is the
+    settings' row (trainer/settings/table.py's MODE_TABLE), kept there once."""
     runs: typing.Callable[[Engine, dict, checkpoints.CheckpointState], typing.Any]  # -> the result
-    trains: bool = False  # reads the train split: warm start checked and prepared; resumable
+    reads: table.ModeReads
     needs_checkpoint: bool = False  # refuses in one line when OUT has no checkpoint
     checks_run_dir: bool = True  # data, checkpoints and TPU checked first (predict: its checkpoint only)
     holds_lock: bool = True  # continuous_eval runs beside the trainer that holds it; predict writes elsewhere
     writes_params: bool = True  # beside a trainer, params.json is the trainer's
 
 
+    @property
+    def trains(self):
+        """Reads the train split: warm start checked and prepared; resumable."""
+        return self.reads.trains
+
+
 def of(params) -> Mode:
-    """The Mode of params["mode"]."""
+    """The Mode of params["mode"]: asked once, by trainer/run/driver.py."""
     return MODES[params["mode"]]
 
 
@@ -79,11 +87,15 @@ def say_if_not_served(params, export_path):
     return export_path
 
 
-MODES = {
-    "train_and_eval": Mode(train_and_eval, trains=True),
-    "train": Mode(train, trains=True),
-    "evaluate": Mode(evaluate, needs_checkpoint=True),
-    "export": Mode(export, needs_checkpoint=True),
-    "predict": Mode(predict, needs_checkpoint=True, checks_run_dir=False, holds_lock=False),
-    "continuous_eval": Mode(continuous_eval, holds_lock=False, writes_params=False),
-}
+def row(name, runs, **driver_flags):
+    return name, Mode(runs, table.MODE_TABLE[name], **driver_flags)
+
+
+MODES = dict([
+    row("train_and_eval", train_and_eval),
+    row("train", train),
+    row("evaluate", evaluate, needs_checkpoint=True),
+    row("export", export, needs_checkpoint=True),
+    row("predict", predict, needs_checkpoint=True, checks_run_dir=False, holds_lock=False),
+    row("continuous_eval", continuous_eval, holds_lock=False, writes_params=False),
+])

@@ -131,12 +131,13 @@ def relation_problems(params, sources):
         return f"{name}={params[name]!r} ({sources.get(name, 'default')})"
     model, network = params["model"], table.NETWORKS.get(params["model"])
     problems = []
-    if params["mode"] == "predict" and not params["predict_input"]:
+    reads = table.mode_reads(params)
+    if reads.predicts and not params["predict_input"]:
         problems.append(f"mode='predict' ({sources.get('mode', 'default')}) needs --predict_input "
                         f"(a CSV of image URIs or a TFRecord glob)")
     typed_early_stopping = [key for key in ("early_stopping_patience", "early_stopping_metric")
                             if sources.get(key, "default").startswith(("flag", "--config"))]
-    if params["mode"] == "train" and typed_early_stopping:
+    if reads.trains and not reads.evaluates and typed_early_stopping:
         problems.append(f"{named(typed_early_stopping[0])} needs evaluations, and mode='train' "
                         f"({sources.get('mode', 'default')}) does not evaluate: use --mode "
                         f"train_and_eval (a continuous_eval job beside it does not stop it)")

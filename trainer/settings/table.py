@@ -157,9 +157,31 @@ AUGMENT_POLICIES = ("none", "randaugment", "autoaugment")  # trainer/data/augmen
 OPTIMIZERS = ("momentum", "adam", "adamw")
 ADAMW_MAX_WEIGHT_DECAY = 1.0  # adamw: each step keeps (1 - learning_rate x weight_decay) of a kernel
 ENGINES = ("estimator", "keras")  # trainer/estimator/, trainer/keras/ (docs/migration.md)
-MODES = ("train_and_eval", "evaluate", "export", "predict", "train", "continuous_eval")
-TRAIN_MODES = ("train_and_eval", "train")  # modes that read the train split
-EVAL_MODES = ("train_and_eval", "evaluate", "continuous_eval")  # modes that read the eval split
+
+
+@dataclasses.dataclass(frozen=True)
+class ModeReads:
+    """What a --mode reads, the one place its name and this are kept (trainer/run/modes.py adds
+    what the driver does around it)."""
+    trains: bool = False     # reads the train split; writes checkpoints
+    evaluates: bool = False  # reads the eval split
+    predicts: bool = False   # reads --predict_input
+
+
+MODE_TABLE = {
+    "train_and_eval": ModeReads(trains=True, evaluates=True),
+    "evaluate": ModeReads(evaluates=True),
+    "export": ModeReads(),
+    "predict": ModeReads(predicts=True),
+    "train": ModeReads(trains=True),
+    "continuous_eval": ModeReads(evaluates=True),
+}
+MODES = tuple(MODE_TABLE)
+
+
+def mode_reads(params):
+    """The ModeReads of params["mode"]."""
+    return MODE_TABLE.get(params["mode"], ModeReads())  # an unknown one: refused by its OneOf
 POSITIVE = Interval(">= 1")
 NON_NEGATIVE = Interval(">= 0")
 FRACTION = Interval("[0, 1)")
