@@ -11,6 +11,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 TEST_ONLY_ENV = ("TF_CPP_MIN_LOG_LEVEL", "PYTHONWARNINGS")
@@ -58,3 +59,15 @@ def start_trainer(*argv, **popen_args):
 def error_lines(result):
     """The lines of a finished command's stderr."""
     return result.stderr.strip().splitlines()
+
+
+def wait_until_it_catches(process, signum, timeout=60):
+    """Returns once the process has a handler for signum (Linux: /proc/PID/status's SigCgt)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        status = pathlib.Path(f"/proc/{process.pid}/status").read_text()
+        caught = int(next(line for line in status.splitlines() if line.startswith("SigCgt:")).split()[1], 16)
+        if caught & (1 << (signum - 1)):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"no handler for signal {signum} within {timeout} s (exit code {process.poll()})")

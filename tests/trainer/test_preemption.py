@@ -12,14 +12,13 @@ import logging
 import os
 import re
 import signal
-import time
 
 import pytest
 
 from tests.conftest import write_dataset
 from tests.engines import needs_estimator
 from tests.trainer.conftest import TINY_FLAGS, as_argv
-from tests.user_commands import start_trainer
+from tests.user_commands import start_trainer, wait_until_it_catches
 from trainer import chain, task
 from trainer.run import checkpoints, eval_records
 
@@ -93,7 +92,7 @@ def test_sigterm_in_the_first_second_is_one_line_and_nothing_is_written(dataset,
     """Before the run's own handler (TensorFlow still loading), SIGTERM used to end it with no line."""
     output_dir = tmp_path / "out"
     process = start_trainer(*preemptible_argv(dataset, str(output_dir), "keras"))
-    time.sleep(1)  # the flags are parsed; TensorFlow's import takes seconds more
+    wait_until_it_catches(process, signal.SIGTERM)  # the flags parsed; TensorFlow's import takes seconds more
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 143 and "Traceback" not in stderr, stderr[-3000:]
