@@ -359,10 +359,21 @@ def raising_on_stop_signals():
         previous[signal.SIGINT] = signal.signal(signal.SIGINT, on_stop_signal)
     try:
         yield
+    except BaseException as err:  # noqa: BLE001 - re-raised, as the stop it came from when it was one
+        raise_as_the_stop_it_came_from(err)
+        raise
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         _TERMINATION.requested = None  # the signal was this block's, and is answered
+
+
+def raise_as_the_stop_it_came_from(err):
+    """After a stop signal, an error that does not say so is the signal's (a C extension
+    importing when it landed turns it into ImportError, e.g. numpy's "could not import module
+    datetime"): raised as the signal's own exception, made from err."""
+    if _TERMINATION.requested is not None and stop_signal_of(err) is None:
+        raise stop_error(_TERMINATION.requested) from err
 
 
 # What exit_on_interrupt prints before the state, and the exit code, per signal.

@@ -206,6 +206,26 @@ def test_a_second_stop_signal_in_a_deferring_block_does_not_wait(first, second, 
         pass
 
 
+@pytest.mark.parametrize("signum, code, words", STOPS)
+def test_a_stop_signal_that_an_import_turned_into_another_error_is_still_the_stop(
+        signum, code, words, capsys, guarded_sigterm, python_ctrl_c):
+    """numpy's C-extension import, when the signal lands in it, raises ImportError ("could not
+    import module datetime") instead of the signal's exception (a fresh clone's CI, 85f1eed)."""
+    with pytest.raises(SystemExit) as exited:
+        with console.exit_on_interrupt(lambda: "nothing written"):
+            try:
+                signal.raise_signal(signum)
+            except BaseException:  # noqa: BLE001 - as the C extension does
+                raise ImportError("PyCapsule_Import could not import module \"datetime\"") from None
+    assert exited.value.code == code and capsys.readouterr().err == f"{words}: nothing written\n"
+
+
+def test_an_error_after_no_stop_signal_stays_itself(guarded_sigterm):
+    with pytest.raises(ImportError, match="no numpy"):
+        with console.exit_on_interrupt(lambda: pytest.fail("described")):
+            raise ImportError("no numpy")
+
+
 def test_an_ignored_ctrl_c_stays_ignored(guarded_sigterm):
     """A run started with SIGINT ignored (nohup, a background job of a script) keeps it so."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
