@@ -7,8 +7,8 @@ while the chief rewrites it, the report and an evaluator read OUT/eval_results.j
 the trainer appends, a run killed mid-write must leave the previous file whole. Every such
 file is written through write_text: params.json (trainer/chain.py), eval_results.jsonl
 (trainer/run/eval_records.py), early_stopping.json (trainer/run/rounds.py) and
-record_counts.json (trainer/data/byo_records.py). A folder published whole (an export, a
-dataset, batch predictions) is staged beside its place and moved in by its own stage.
+record_counts.json (trainer/data/byo_records.py). A folder published whole (an export, the
+TFLite models, Kubernetes manifests) goes through common/publish.py.
 
 Through tf.io.gfile, so the same call serves a local disk, gs:// and any other file system TF
 knows: locally the rename is rename(2), atomic; gs:// has no rename, and TF's GCS file system

@@ -2,17 +2,20 @@
 
 One file per object, numbered in the order kubectl should create them (`kubectl apply -f
 DIR` takes a folder's files by name): N-<kind>.yaml. The files are written into a folder
-beside --output_dir, then that folder is renamed into place; an earlier output of this
-command there is replaced whole (serving/k8s/checks.py refuses a folder with other files).
+beside --output_dir, then that folder is renamed into place (common/publish.py); an earlier
+output of this command there is replaced whole (serving/k8s/checks.py refuses a folder with
+other files).
 
     .venv/bin/python -m serving.k8s --model_base_path gs://B/run/export/image_classifier --output_dir k8s/
 """
+import glob
 import os
 import shlex
 import shutil
-import uuid
 
 import yaml
+
+from common import publish as publish_folder
 
 
 class Dumper(yaml.SafeDumper):
@@ -40,36 +43,35 @@ def command_line(argv):
     return " ".join(shlex.quote(arg) for arg in ["python", "-m", "serving.k8s", *argv])
 
 
+class LocalFiles:
+    """common/publish.py's file operations on this machine's disk, without TensorFlow (whose
+    import would take the command from under a second to several)."""
+
+    @staticmethod
+    def exists(path):
+        return os.path.exists(path)
+
+    @staticmethod
+    def makedirs(path):
+        os.makedirs(path, exist_ok=True)
+
+    @staticmethod
+    def rename(source, destination):
+        os.rename(source, destination)
+
+    @staticmethod
+    def remove_tree(path):
+        shutil.rmtree(path)
+
+    @staticmethod
+    def glob(pattern):
+        return glob.glob(pattern)
+
+
 def publish(texts, output_dir):
     """Writes texts ({file name: text}) into a folder beside output_dir, then renames it into
-    place; an earlier output_dir is moved aside first and deleted after."""
-    output_dir = os.path.abspath(output_dir)
-    os.makedirs(os.path.dirname(output_dir), exist_ok=True)
-    staging = aside(output_dir, "staging")
-    os.mkdir(staging)
-    try:
+    place (common/publish.py); an earlier output_dir is set aside first and deleted after."""
+    with publish_folder.folder(os.path.abspath(output_dir), replace=True, files=LocalFiles) as stage:
         for name, text in texts.items():
-            with open(os.path.join(staging, name), "w", encoding="utf-8") as f:
+            with open(os.path.join(stage.path, name), "w", encoding="utf-8") as f:
                 f.write(text)
-        replace_dir(staging, output_dir)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)  # gone already when it was renamed
-
-
-def aside(path, what):
-    return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{what}-{uuid.uuid4().hex[:8]}")
-
-
-def replace_dir(new, path):
-    """new renamed to path; an existing path (this command's earlier output) moved away first."""
-    if not os.path.exists(path):
-        os.rename(new, path)
-        return
-    old = aside(path, "old")
-    os.rename(path, old)
-    try:
-        os.rename(new, path)
-    except OSError:
-        os.rename(old, path)  # the earlier output stays as it was
-        raise
-    shutil.rmtree(old)

@@ -1,0 +1,182 @@
+"""The one way to publish a folder (common/publish.py): the folder appears whole or not at all, an
+earlier one is replaced whole or kept; a failure (an exception, Ctrl-C) leaves nothing beside it;
+a real command killed with SIGKILL at each step of its publish leaves no folder or a whole one;
+and no other module renames a folder into place itself. Not on another TF file system: TF's GCS
+one cannot be pointed at the tests' emulator, and ram:// renames a folder's own entry without
+its files (TF's GCS file system renames every object below it).
+
+    .venv/bin/python -m pytest tests/common/test_publish.py
+"""
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+from common import publish
+from serving.k8s import output
+from tests import user_commands
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+FILE_SYSTEMS = {"gfile": publish.GFiles, "local": output.LocalFiles}
+
+
+def write_files(folder, texts):
+    for name, text in texts.items():
+        with tf.io.gfile.GFile(f"{folder}/{name}", "w") as f:
+            f.write(text)
+
+
+def read_files(folder):
+    return {name: tf.io.gfile.GFile(f"{folder}/{name}").read() for name in tf.io.gfile.listdir(folder)}
+
+
+def publish_texts(destination, texts, **options):
+    with publish.folder(destination, **options) as stage:
+        write_files(stage.path, texts)
+
+
+@pytest.mark.parametrize("files", FILE_SYSTEMS.values(), ids=FILE_SYSTEMS)
+def test_a_folder_appears_whole_and_replaces_an_earlier_one_whole(files, tmp_path):
+    destination = str(tmp_path / "out" / "k8s")
+    publish_texts(destination, {"a.yaml": "old\n", "b.yaml": "old\n"}, replace=True, files=files)
+    assert read_files(destination) == {"a.yaml": "old\n", "b.yaml": "old\n"}
+    publish_texts(destination, {"a.yaml": "new\n"}, replace=True, files=files)
+    assert read_files(destination) == {"a.yaml": "new\n"}
+    assert os.listdir(tmp_path / "out") == ["k8s"]  # no staging or old folder left beside it
+
+
+def test_an_existing_folder_is_kept_without_replace(tmp_path):
+    destination = str(tmp_path / "5")
+    publish_texts(destination, {"saved_model.pb": "first"})
+    with pytest.raises(FileExistsError, match="5 exists; it is not replaced"):
+        publish_texts(destination, {"saved_model.pb": "second"})
+    assert read_files(destination) == {"saved_model.pb": "first"}
+    assert os.listdir(tmp_path) == ["5"]
+
+
+@pytest.mark.parametrize("stop", [ValueError("bad export"), KeyboardInterrupt(), SystemExit(143)],
+                         ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("is_there_before", [False, True])
+def test_a_failed_block_publishes_nothing_and_leaves_nothing(stop, is_there_before, tmp_path):
+    destination = str(tmp_path / "tflite")
+    if is_there_before:
+        publish_texts(destination, {"model.tflite": "old"})
+    with pytest.raises(type(stop)):
+        with publish.folder(destination, replace=True) as stage:
+            write_files(stage.path, {"model.tflite": "half"})
+            raise stop
+    assert os.listdir(tmp_path) == (["tflite"] if is_there_before else [])
+    if is_there_before:
+        assert read_files(destination) == {"model.tflite": "old"}
+
+
+def test_a_failed_rename_puts_the_earlier_folder_back(monkeypatch, tmp_path):
+    destination = str(tmp_path / "k8s")
+    publish_texts(destination, {"1-configmap.yaml": "old\n"})
+    rename = tf.io.gfile.rename
+
+    def failing_rename(source, target, overwrite=False):
+        if ".staging-" in source:
+            raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
+        rename(source, target, overwrite)
+    monkeypatch.setattr(tf.io.gfile, "rename", failing_rename)
+    with pytest.raises(tf.errors.ResourceExhaustedError):
+        publish_texts(destination, {"1-configmap.yaml": "new\n", "2-deployment.yaml": "new\n"}, replace=True)
+    assert os.listdir(tmp_path) == ["k8s"] and read_files(destination) == {"1-configmap.yaml": "old\n"}
+
+
+def test_a_folder_a_writer_made_below_the_stage_is_what_is_published(tmp_path):
+    """As an engine's SavedModel writer does: it makes STAGE/<timestamp>/ itself."""
+    destination = str(tmp_path / "export" / "7")
+    with publish.folder(destination) as stage:
+        stage.content = f"{stage.path}/1700000000"
+        tf.io.gfile.makedirs(stage.content)
+        write_files(stage.content, {"saved_model.pb": "graph"})
+    assert read_files(destination) == {"saved_model.pb": "graph"}
+    assert os.listdir(tmp_path / "export") == ["7"]
+
+
+def test_leftovers_of_killed_publishes_of_that_folder_only_are_cleared(tmp_path):
+    for name in (".5.staging-0badf00d", ".5.staging-12345678", ".50.staging-0badf00d", ".6.staging-aa"):
+        (tmp_path / name / "variables").mkdir(parents=True)
+    destination = str(tmp_path / "5")
+    assert publish.leftovers(destination) == [str(tmp_path / ".5.staging-0badf00d"),
+                                              str(tmp_path / ".5.staging-12345678")]
+    publish_texts(destination, {"saved_model.pb": "graph"}, clear_leftovers=True)
+    assert sorted(os.listdir(tmp_path)) == [".50.staging-0badf00d", ".6.staging-aa", "5"]
+
+
+# --- a real command killed at each step of its publish ------------------------------------------
+
+# serving.k8s's main(), with each file operation of its publish counted; at the KILL_AT-th the
+# process kills itself with SIGKILL (nothing of Python runs after it: no finally, no handler).
+KILLED_K8S = """
+import os, signal, sys
+from serving.k8s import __main__ as k8s, output
+kill_at, calls = int(sys.argv[1]), [0]
+def counted(operation):
+    def call(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return operation(*args, **kwargs)
+    return staticmethod(call)
+for name in ("exists", "makedirs", "rename", "remove_tree"):
+    setattr(output.LocalFiles, name, counted(getattr(output.LocalFiles, name)))
+output.open = counted(open).__func__
+sys.exit(k8s.main(sys.argv[2:]))
+"""
+K8S_ARGV = ["--model_base_path", "gs://my-bucket/run/export/image_classifier", "--tf_serving_version", "2.20"]
+PLAIN_KINDS = ("serviceaccount", "configmap", "deployment", "service", "horizontalpodautoscaler",
+               "poddisruptionbudget")
+KSERVE_KINDS = ("serviceaccount", "configmap", "inferenceservice", "poddisruptionbudget")
+
+
+def run_k8s_killed_at(kill_at, case, *flags):
+    """The command run in case/ into k8s/ (so each case's files name the same command), its export
+    unread at once (Cloud Storage at a closed port: it says so and writes the manifests for
+    --tf_serving_version); killed at kill_at (0: never)."""
+    env = user_commands.user_env(drop=("GOOGLE_APPLICATION_CREDENTIALS",), HOME=case.parent,
+                                 PYTHONPATH=ROOT, STORAGE_EMULATOR_HOST="http://127.0.0.1:9")
+    return subprocess.run([sys.executable, "-c", KILLED_K8S, str(kill_at), *K8S_ARGV,
+                           "--output_dir", "k8s", *flags],
+                          cwd=case, capture_output=True, text=True, timeout=120, env=env)
+
+
+def read_output(case):
+    """{file: text} of case/k8s/, None without it; leftovers beside it (dot-folders) are not read."""
+    folder = case / "k8s"
+    return {path.name: path.read_text() for path in folder.iterdir()} if folder.is_dir() else None
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("earlier", [[], ["--kserve"]], ids=["first", "replacing"])
+def test_a_command_killed_at_each_step_of_its_publish_leaves_no_folder_or_a_whole_one(earlier, tmp_path):
+    """Killed just before its 1st, 2nd, ... file operation until a run ends on its own: each
+    finds k8s/ absent, the earlier output (the KServe variant's) whole, or the new one whole."""
+    (tmp_path / "earlier").mkdir()
+    if earlier:
+        assert run_k8s_killed_at(0, tmp_path / "earlier", *earlier).returncode == 0
+    outputs = {"absent": None, "earlier": read_output(tmp_path / "earlier")}
+    found = []
+    for kill_at in range(1, 40):
+        case = tmp_path / f"killed-at-{kill_at}"
+        shutil.copytree(tmp_path / "earlier", case)
+        killed = run_k8s_killed_at(kill_at, case)
+        found.append(read_output(case))
+        if killed.returncode == 0:
+            break
+        assert killed.returncode == -signal.SIGKILL, (kill_at, killed.stderr)
+    outputs["new"] = found[-1]
+    assert sorted(outputs["new"]) == [f"{i}-{kind}.yaml" for i, kind in enumerate(PLAIN_KINDS, 1)]
+    if earlier:
+        assert sorted(outputs["earlier"]) == [f"{i}-{kind}.yaml" for i, kind in enumerate(KSERVE_KINDS, 1)]
+    seen = [next((name for name, files in outputs.items() if output == files), f"partial: {sorted(output)}")
+            for output in found]
+    assert set(seen) == {"absent", "new"} | ({"earlier"} if earlier else set()), seen
+
