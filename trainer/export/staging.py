@@ -2,9 +2,10 @@
 
 TF Serving polls OUT/export/<serving_model_name>/ and loads the highest numbered
 version it finds, so a version directory must never be seen half written: each
-engine writes its SavedModel under OUT/export_staging (write_saved_model), then
-the contract is checked (contract.check_export), TF Serving's warm-up requests are
-added (a few eval JPEGs, common/warmup.py) and the directory is renamed into place.
+engine writes its SavedModel into a staging folder beside the version's place
+(write_saved_model; common/publish.py), then the contract is checked
+(contract.check_export), TF Serving's warm-up requests are added (a few eval JPEGs,
+common/warmup.py) and the SavedModel is renamed into place.
 A version below one already there is not what TF Serving serves: outranking_version
 names the one it serves instead (the driver says so in one line).
 
@@ -15,11 +16,8 @@ import os
 
 import tensorflow as tf
 
-from common import export_versions, record_schema, signature
+from common import export_versions, publish, record_schema, signature
 from trainer.export import contract
-
-STAGING_SUBDIR = "export_staging"  # exports are built here, then moved into place whole
-
 
 def read_jpegs(file_pattern, count):
     """The first count JPEGs (bytes) of the TFRecords matching file_pattern."""
@@ -62,15 +60,10 @@ def export_into_place(params, step, export_base, write_saved_model):
     final = os.path.join(export_base, params["serving_model_name"], str(step))
     if tf.io.gfile.exists(final):
         return final
-    staging_base = os.path.join(params["output_dir"], STAGING_SUBDIR)
-    if tf.io.gfile.exists(staging_base):  # left over by a killed export
-        tf.io.gfile.rmtree(staging_base)
-    staged = write_saved_model(staging_base)
-    contract.check_export(staged)
-    write_warmup(staged, params)
-    tf.io.gfile.makedirs(os.path.dirname(final))
-    tf.io.gfile.rename(staged, final)
-    tf.io.gfile.rmtree(staging_base)
+    with publish.folder(final, clear_leftovers=True) as stage:
+        stage.content = write_saved_model(stage.path)  # STAGE/<timestamp>/, the engine's name
+        contract.check_export(stage.content)
+        write_warmup(stage.content, params)
     logging.info("Exported step %d to %s", step, final)
     return final
 
@@ -86,19 +79,16 @@ def outranking_version(export_path):
     return served
 
 
-def copy_into_place(source, target, staging):
+def copy_into_place(source, target):
     """Copies an export directory to target (kept if it exists), whole: TF Serving polls target's
-    parent, so the copy is made in staging and then moved into place (the best export copied
-    to OUT/export/ when a run stops early, trainer/run/rounds.py)."""
+    parent, so the copy is published (common/publish.py) (the best export copied to OUT/export/
+    when a run stops early, trainer/run/rounds.py)."""
     if tf.io.gfile.exists(target):
         return target
-    if tf.io.gfile.exists(staging):  # left over by a killed copy
-        tf.io.gfile.rmtree(staging)
-    for directory, _, files in tf.io.gfile.walk(source):
-        relative = directory[len(source):].strip("/")  # walk joins onto source; keeps gs://
-        tf.io.gfile.makedirs(os.path.join(staging, relative))
-        for name in files:
-            tf.io.gfile.copy(os.path.join(directory, name), os.path.join(staging, relative, name))
-    tf.io.gfile.makedirs(os.path.dirname(target))
-    tf.io.gfile.rename(staging, target)
+    with publish.folder(target, clear_leftovers=True) as stage:
+        for directory, _, files in tf.io.gfile.walk(source):
+            relative = directory[len(source):].strip("/")  # walk joins onto source; keeps gs://
+            tf.io.gfile.makedirs(os.path.join(stage.path, relative))
+            for name in files:
+                tf.io.gfile.copy(os.path.join(directory, name), os.path.join(stage.path, relative, name))
     return target

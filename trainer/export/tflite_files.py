@@ -6,7 +6,7 @@
                                      and output dtype and quantization, the labels, the source export or checkpoint
     TFLITE_DIR/tflite_check.json     top-1 agreement with the export and accuracy on eval records
 
-The directory appears whole or not at all: it is written as TFLITE_DIR.staging, then renamed.
+The directory appears whole or not at all: written beside its place, then renamed (common/publish.py).
 
     .venv/bin/python -m trainer.export_tflite --output_dir OUT   # -> OUT/tflite/<model>/<version>/
 """
@@ -16,7 +16,7 @@ import os
 
 import tensorflow as tf
 
-from common import image_ops
+from common import image_ops, publish
 from common.user_errors import UserError
 from trainer.export import tflite_check
 
@@ -24,7 +24,6 @@ FLOAT32_FILE = "model.tflite"
 INT8_FILE = "model_int8.tflite"
 METADATA_FILE = "tflite_metadata.json"
 CHECK_FILE = "tflite_check.json"
-STAGING_SUFFIX = ".staging"
 
 
 def tensor_metadata(detail):
@@ -60,24 +59,22 @@ def build_metadata(cut, models, source):
 
 
 def write_tflite_dir(tflite_dir, models, metadata, check):
-    """tflite_dir/{models, METADATA_FILE, CHECK_FILE}, renamed into place whole."""
-    staging = tflite_dir.rstrip("/") + STAGING_SUFFIX
-    if tf.io.gfile.exists(staging):  # left over by a killed run
-        tf.io.gfile.rmtree(staging)
+    """tflite_dir/{models, METADATA_FILE, CHECK_FILE}, published whole (common/publish.py)."""
     try:
-        tf.io.gfile.makedirs(staging)
-        for name, content in models.items():
-            with tf.io.gfile.GFile(os.path.join(staging, name), "wb") as f:
-                f.write(content)
-        for name, value in ((METADATA_FILE, metadata), (CHECK_FILE, check)):
-            with tf.io.gfile.GFile(os.path.join(staging, name), "w") as f:
-                f.write(json.dumps(value, indent=2) + "\n")
-        tf.io.gfile.rename(staging, tflite_dir)
+        with publish.folder(tflite_dir, clear_leftovers=True) as stage:
+            write_files(stage.path, models, metadata, check)
     except (tf.errors.ResourceExhaustedError, OSError) as err:
-        if tf.io.gfile.exists(staging):
-            tf.io.gfile.rmtree(staging)
         if isinstance(err, OSError) and err.errno != errno.ENOSPC:
             raise
         raise UserError(f"no space left on the device of {tflite_dir}: nothing was written; free "
                         "space (or pass another --tflite_dir) and run the same command again") from None
     return tflite_dir
+
+
+def write_files(folder, models, metadata, check):
+    for name, content in models.items():
+        with tf.io.gfile.GFile(os.path.join(folder, name), "wb") as f:
+            f.write(content)
+    for name, value in ((METADATA_FILE, metadata), (CHECK_FILE, check)):
+        with tf.io.gfile.GFile(os.path.join(folder, name), "w") as f:
+            f.write(json.dumps(value, indent=2) + "\n")

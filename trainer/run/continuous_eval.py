@@ -30,7 +30,6 @@ import tensorflow as tf
 from trainer.run import params_file
 from trainer.run import checkpoints, eval_records, evaluations, rounds
 
-STAGING_SUBDIR = "continuous_eval"  # OUT/continuous_eval/export_staging: this job's exports
 POLL_SECS = 2  # how often the iterator wakes up to check the exit conditions
 _LOGGER = logging.getLogger(__name__)  # the lines a person reads (shown in quiet mode)
 # What reading a checkpoint deleted under it raises, by engine and moment: the Estimator's
@@ -77,9 +76,8 @@ def evaluate_checkpoint(engine, params, checkpoint_path):
     if step == 0 or step in eval_records.evaluated_steps(params["output_dir"]):
         return None
     params_file.check_same_run(params_file.read_saved_params(params["output_dir"]), params)
-    staging_dir = os.path.join(params["output_dir"], STAGING_SUBDIR)
     try:
-        return evaluations.evaluate_and_record(engine, params, checkpoint_path, staging_dir)
+        return evaluations.evaluate_and_record(engine, params, checkpoint_path)
     except GONE_ERRORS:
         if tf.io.gfile.exists(checkpoint_path + ".index"):
             raise  # the checkpoint is there: a real failure

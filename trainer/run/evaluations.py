@@ -33,7 +33,6 @@ from trainer.run import checkpoints, early_stopping, eval_pictures, eval_records
 from trainer.settings import checks
 
 RESULTS_LOCK_FILE = "eval_results.lock"
-COPY_STAGING_SUBDIR = "export_staging_copy"  # the best export is copied here, then moved into place
 _LOGGER = logging.getLogger(__name__)  # the lines a person reads (shown in quiet mode)
 
 
@@ -65,13 +64,13 @@ def evaluate(engine, params, checkpoint_path, step):
     return record
 
 
-def evaluate_and_record(engine, params, checkpoint_path, staging_dir=None, once_per_step=True):
+def evaluate_and_record(engine, params, checkpoint_path, once_per_step=True):
     """Evaluates a checkpoint, exports it if it is the best, records both.
 
     Returns the record, or None when another process recorded this step meanwhile (with
-    once_per_step; --mode evaluate records every evaluation it is asked for).
-    staging_dir: where the export is built (staging.export_into_place stages under output_dir;
-    an evaluator beside a trainer passes its own so that their exports never meet).
+    once_per_step; --mode evaluate records every evaluation it is asked for). An evaluator
+    beside a trainer exports under this lock too, each into a staging folder of its own
+    (common/publish.py): their exports never meet.
     """
     step = checkpoints.step_of(checkpoint_path)
     start = time.time()
@@ -85,7 +84,7 @@ def evaluate_and_record(engine, params, checkpoint_path, staging_dir=None, once_
         records, metric = earlier + [record], params["early_stopping_metric"]
         is_best = early_stopping.best_record(records, metric) is record
         record["evaluations_without_improvement"] = early_stopping.evaluations_since_best(records, metric)
-        exported = export_best(engine, params, checkpoint_path, step, staging_dir) if is_best else None
+        exported = export_best(engine, params, checkpoint_path, step) if is_best else None
         if exported:
             record["best_export"] = eval_records.relative_to_run(params["output_dir"], exported)
         eval_records.append_eval_result(params["output_dir"], record)
@@ -147,8 +146,7 @@ def export_stopped_run(engine, params, best, state):
         return export_latest(engine, params, state)
     export_base = os.path.join(output_dir, signature.EXPORT_SUBDIR)
     target = os.path.join(export_base, params["serving_model_name"], str(best["global_step"]))
-    return staging.copy_into_place(eval_records.path_in_run(output_dir, best["best_export"]), target,
-                                   os.path.join(output_dir, COPY_STAGING_SUBDIR))
+    return staging.copy_into_place(eval_records.path_in_run(output_dir, best["best_export"]), target)
 
 
 def export_model(engine, params, checkpoint_path, step, export_base):
@@ -157,11 +155,10 @@ def export_model(engine, params, checkpoint_path, step, export_base):
                                      lambda staging_base: engine.export(checkpoint_path, staging_base))
 
 
-def export_best(engine, params, checkpoint_path, step, staging_dir=None):
+def export_best(engine, params, checkpoint_path, step):
     """Exports to OUT/best_export/<serving_model_name>/<step>/ and removes the earlier best."""
     best_base = os.path.join(params["output_dir"], signature.BEST_EXPORT_SUBDIR)
-    export_params = dict(params, output_dir=staging_dir) if staging_dir else params
-    path = export_model(engine, export_params, checkpoint_path, step, best_base)
+    path = export_model(engine, params, checkpoint_path, step, best_base)
     remove_other_versions(os.path.dirname(path), keep=step)
     return path
 
