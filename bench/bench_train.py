@@ -114,6 +114,7 @@ from trainer import chain, nets  # noqa: E402
 from trainer.data import input as input_lib  # noqa: E402
 from trainer.estimator import engine as estimator_engine  # noqa: E402
 from trainer.keras import model as keras_model, train as keras_train  # noqa: E402
+from trainer.run import training_log  # noqa: E402
 from trainer.run import eval_records  # noqa: E402
 
 ModeKeys = tf.estimator.ModeKeys
@@ -197,7 +198,7 @@ def run_keras(params, input_fn, steps):
     train_function = keras_train.make_train_function(model, strategy)
     float(train_function(iterator, tf.constant(WARMUP_STEPS, tf.int64))["loss"])
     wall, cpu = time.perf_counter(), time.process_time()
-    for count in keras_train.plan_executions(0, steps, dict(params, save_checkpoints_steps=steps)):
+    for count in training_log.plan_executions(0, steps, dict(params, save_checkpoints_steps=steps)):
         logs = train_function(iterator, tf.constant(count, tf.int64))
     float(logs["loss"])  # waits for the last step
     return steps / (time.perf_counter() - wall), (time.process_time() - cpu) / steps

@@ -70,6 +70,7 @@ def quiet_libraries(verbosity=0):
     """TensorFlow's C++ lines and the libraries' deprecation warnings off (at verbosity 0),
     the logging format left to the caller; must run before TensorFlow loads."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", {0: "3", 1: "1"}.get(verbosity, "0"))
+    _NATIVE_LINES["muted"] = verbosity == 0
     if verbosity == 0:
         silence_native_lines_of_import("tensorflow")
         os.environ.setdefault("PYTHONWARNINGS", "ignore::DeprecationWarning,ignore::FutureWarning")
@@ -120,6 +121,15 @@ class NativeQuietLoader(importlib.abc.Loader):
     def exec_module(self, module):
         with native_stderr_muted():
             self.loader.exec_module(module)
+
+
+_NATIVE_LINES = {"muted": False}  # quiet_libraries(0) ran: a command's native lines are not shown
+
+
+def native_lines_muted():
+    """native_stderr_muted when the command is quiet (quiet_libraries at verbosity 0): for C++
+    lines TF_CPP_MIN_LOG_LEVEL does not reach (TensorFlow 2.20's grappler through absl)."""
+    return native_stderr_muted(_NATIVE_LINES["muted"])
 
 
 @contextlib.contextmanager

@@ -1,10 +1,11 @@
-"""Which trainer engines this environment can run: .venv has both; .venv-keras (TensorFlow 2.20,
+"""Which trainer engines this environment can run: .venv has two; .venv-keras (TensorFlow 2.20,
 make test-keras) has no tensorflow-estimator, so a test that needs the Estimator engine is
 skipped there, saying why, instead of failing.
 
     .venv-keras/bin/python -m pytest tests/trainer/test_keras_engine.py   # its Estimator test skipped
 """
 import importlib.util
+import os
 
 import pytest
 
@@ -13,3 +14,11 @@ HAS_ESTIMATOR = importlib.util.find_spec("tensorflow_estimator") is not None
 needs_estimator = pytest.mark.skipif(
     not HAS_ESTIMATOR, reason="needs tensorflow-estimator (TensorFlow <= 2.15): runs in .venv (make test), "
                               "not in .venv-keras")
+
+# The JAX engine runs where Keras 3 runs on JAX: .venv-jax (make test-jax), whose .pth sets
+# KERAS_BACKEND=jax. Elsewhere a test of it is skipped, saying why.
+HAS_JAX = (importlib.util.find_spec("jax") is not None and importlib.util.find_spec("keras") is not None
+           and os.environ.get("KERAS_BACKEND") == "jax")
+
+needs_jax = pytest.mark.skipif(
+    not HAS_JAX, reason="needs JAX and Keras 3 (KERAS_BACKEND=jax): runs in .venv-jax (make test-jax)")

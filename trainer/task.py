@@ -15,6 +15,7 @@ the same command resumes from.
 """
 import functools
 import importlib.util
+import os
 import sys
 
 from common import console
@@ -74,6 +75,16 @@ ESTIMATOR_MISSING = ("--engine estimator needs tensorflow-estimator (TensorFlow 
                      "here: use --engine keras or the .venv environment")
 
 
+JAX_MISSING = ("--engine jax needs JAX and Keras 3 with KERAS_BACKEND=jax, not here: use the .venv-jax "
+               "environment (make venv-jax)")
+
+
+def is_jax_installed():
+    """True where Keras 3 runs on JAX: .venv-jax (its .pth file sets KERAS_BACKEND=jax)."""
+    return (importlib.util.find_spec("jax") is not None and importlib.util.find_spec("keras") is not None
+            and os.environ.get("KERAS_BACKEND") == "jax")
+
+
 def is_estimator_installed():
     return importlib.util.find_spec("tensorflow_estimator") is not None
 
@@ -84,6 +95,11 @@ def load_engine(name):
     if name == "keras":
         from trainer.keras import engine
         return engine.run
+    if name == "jax":
+        if not is_jax_installed():
+            raise UserError(JAX_MISSING)
+        from trainer.jax import engine as jax_engine
+        return jax_engine.run
     if not is_estimator_installed():
         raise UserError(ESTIMATOR_MISSING)
     from trainer.estimator import cluster

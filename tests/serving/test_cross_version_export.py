@@ -1,6 +1,7 @@
 """An export written by TensorFlow 2.20 (.venv-keras) served by TensorFlow 2.15 (.venv).
 
-The Keras engine exports a tiny run here, in this process's TensorFlow; then .venv's Python,
+The Keras engine (the JAX engine in .venv-jax: its export is the tf-keras twin's, written by
+TensorFlow 2.20 as well) exports a tiny run here, in this process's TensorFlow; then .venv's Python,
 TensorFlow 2.15, (a) loads it as TF Serving does (the v1 loader in a session: the meta graph
 imported, variables restored, no Python objects) and runs serving_default, and (b) serves it
 with `python -m serving.launch --server standin` over REST and gRPC. Both must answer the
@@ -9,10 +10,12 @@ promises no forward compatibility (tensorflow.org/guide/versions), so this is a 
 of this model's ops, not a guarantee: docs/serving.md, "An export from TensorFlow 2.20 on
 TF Serving 2.15".
 
-It runs where the export's TensorFlow is newer than .venv's: in .venv-keras (make test-keras,
-which CI runs after make test has built .venv); elsewhere it is skipped, saying why.
+It runs where the export's TensorFlow is newer than .venv's: in .venv-keras and .venv-jax (make
+test-keras and test-jax, which CI runs after make test has built .venv); elsewhere it is
+skipped, saying why.
 
     .venv-keras/bin/python -m pytest tests/serving/test_cross_version_export.py
+    .venv-jax/bin/python -m pytest tests/serving/test_cross_version_export.py
 """
 import json
 import os
@@ -30,12 +33,14 @@ from serving import client as client_lib
 from serving.grpc_client import GrpcClient
 from serving.rest_client import RestClient
 from tests.conftest import free_ports
+from tests.engines import HAS_JAX
 from tests.serving.conftest import jpeg_bytes
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 OLDER_PYTHON = ROOT / ".venv" / "bin" / "python"  # TensorFlow 2.15: requirements.lock
 TOLERANCE = 1e-5
 LABELS = ("cat", "dog", "fish")
+ENGINE = "jax" if HAS_JAX else "keras"  # the engine of this environment whose export is TF 2.20's
 
 
 def tensorflow_of(python):
@@ -79,14 +84,14 @@ print(json.dumps({"tensorflow": tf.__version__,
 
 @pytest.fixture(scope="module")
 def keras_export(tmp_path_factory):
-    """The Keras engine's export of a tiny run, written by this process's TensorFlow."""
+    """ENGINE's export of a tiny run, written by this process's TensorFlow."""
     from tests.conftest import write_dataset
     from tests.trainer.conftest import TINY_FLAGS, as_argv
     from trainer import task
     root = tmp_path_factory.mktemp("cross_version")
     data = write_dataset(root / "data", {"train": 24, "eval": 11}, LABELS, size=20)
     flags = dict(TINY_FLAGS, train_data_path=f"{data}/train-*", eval_data_path=f"{data}/eval-*",
-                 output_dir=root / "run", engine="keras")
+                 output_dir=root / "run", engine=ENGINE)
     return pathlib.Path(task.main(as_argv(flags)))
 
 

@@ -193,11 +193,12 @@ def test_cpu_run_builds_no_tpu_and_runs_iterations_per_loop_steps_per_call(tiny_
     """Off TPU: the default strategy. Each call of the train function runs iterations_per_loop
     steps (steps_per_execution), cut at every checkpoint step and at the round's end."""
     from trainer.keras import engine as keras_engine, train
+    from trainer.run import training_log
     monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver",
                         lambda **_: pytest.fail("a TPU resolver off TPU"))
     params = dict(tiny_params, engine="keras", iterations_per_loop=3, save_checkpoints_steps=4)
-    assert train.plan_executions(0, 9, params) == [3, 1, 3, 1, 1]
-    assert train.plan_executions(5, 8, params) == [3]
+    assert training_log.plan_executions(0, 9, params) == [3, 1, 3, 1, 1]
+    assert training_log.plan_executions(5, 8, params) == [3]
     engine = keras_engine.KerasEngine(params)
     calls = []
     traced = engine.train_function

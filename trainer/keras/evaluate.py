@@ -79,13 +79,7 @@ def evaluate(network, eval_step, dataset, eval_dir, params, checkpoint_path):
     with checkpoint_lib.weights_of(network, checkpoint_path, use_averages) as network:
         results, matrix = run_eval_pass(eval_step, dataset, params)
         results["loss"] += float(loss_lib.weight_decay(network, params))
-    write_eval_scalars(eval_dir, step, results)
+    eval_pictures.write_eval_scalars(eval_dir, step, results)
     results[metrics.CONFUSION_MATRIX_METRIC] = matrix
     return results
 
-
-def write_eval_scalars(eval_dir, step, results):
-    with eval_pictures.eval_writer(eval_dir).as_default():
-        for name, value in results.items():
-            tf.summary.scalar(name, value, step=step)
-        tf.summary.flush()

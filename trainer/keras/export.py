@@ -25,6 +25,7 @@ import time
 import tensorflow as tf
 from tensorflow.python.framework import convert_to_constants
 
+from common import console
 from trainer.export import contract
 from trainer.keras import checkpoint as checkpoint_lib
 
@@ -37,7 +38,8 @@ def freeze_network(network, params):
     size = params["image_size"]
     forward = tf.function(lambda images: network(images, training=False)).get_concrete_function(
         tf.TensorSpec([None, size, size, 3], tf.float32, name="images"))
-    frozen = convert_to_constants.convert_variables_to_constants_v2(forward)
+    with console.native_lines_muted():  # TF 2.20's grappler logs through absl, past TF_CPP_MIN_LOG_LEVEL
+        frozen = convert_to_constants.convert_variables_to_constants_v2(forward)
     return frozen.graph.as_graph_def(), frozen.inputs[0].name, frozen.outputs[0].name
 
 

@@ -18,9 +18,6 @@ from trainer import nets
 from trainer.objective import averages, loss as loss_lib, metrics, schedule
 from trainer.run import variable_names, warm_start
 
-TF1_ADAM_EPSILON = 1e-8  # tf.compat.v1.train.AdamOptimizer's, which the Estimator engine uses
-
-
 class LearningRate(tf.keras.optimizers.schedules.LearningRateSchedule):
     """trainer/objective/schedule.py's rate at the optimizer's step, times multiplier."""
 
@@ -44,9 +41,9 @@ def make_optimizer(params, variables, multiplier=1.0):
     if params["optimizer"] == "momentum":
         return tf.keras.optimizers.SGD(rate, momentum=params["momentum"], nesterov=True)
     if params["optimizer"] == "adam":
-        return tf.keras.optimizers.Adam(rate, epsilon=TF1_ADAM_EPSILON)
+        return tf.keras.optimizers.Adam(rate, epsilon=schedule.TF1_ADAM_EPSILON)
     optimizer = tf.keras.optimizers.AdamW(rate, weight_decay=params["weight_decay"],
-                                          epsilon=TF1_ADAM_EPSILON)
+                                          epsilon=schedule.TF1_ADAM_EPSILON)
     optimizer.exclude_from_weight_decay(var_list=[v for v in variables if not loss_lib.is_decayed(v)])
     return optimizer
 

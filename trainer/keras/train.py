@@ -22,14 +22,12 @@ progress line (trainer/run/progress.py's) shows every progress_seconds.
 
     .venv/bin/python -m trainer.task --engine keras --mode train --output_dir OUT ...
 """
-import time
-
 import tensorflow as tf
 
 from common import console
 from trainer.data import input as input_lib
 from trainer.keras import input_context
-from trainer.run import eval_pictures, progress
+from trainer.run import training_log
 
 
 def make_train_iterator(params, strategy, start_step=0):
@@ -69,17 +67,6 @@ def make_train_function(model, strategy):
     return train_function
 
 
-def plan_executions(step, max_steps, params):
-    """[steps of each call] from step to max_steps: at most iterations_per_loop each, none
-    across a multiple of save_checkpoints_steps."""
-    plan, every = [], params["save_checkpoints_steps"]
-    while step < max_steps:
-        end = min((step // every + 1) * every, max_steps, step + params["iterations_per_loop"])
-        plan.append(end - step)
-        step = end
-    return plan
-
-
 def train(model, train_function, iterator, manager, params, max_steps):
     """Trains model (a TrainingModel) from its step to max_steps, each call of train_function
     (make_train_function's) on the next batches of iterator, saving checkpoints with manager (a
@@ -90,16 +77,16 @@ def train(model, train_function, iterator, manager, params, max_steps):
     model.ckpt-<step>, and console.Terminated (KeyboardInterrupt) ends the run with one line
     naming it. Calls are planned from the multiples of save_checkpoints_steps, so the resumed
     run's checkpoints fall on them again."""
-    log = TrainingLog(params, int(model.step.numpy()))
+    log = training_log.TrainingLog(params, int(model.step.numpy()))
     step = log.start_step
     with console.deferring_termination():
-        for steps in plan_executions(step, max_steps, params):
+        for steps in training_log.plan_executions(step, max_steps, params):
             try:
                 logs = train_function(iterator, tf.constant(steps, tf.int64))
             except tf.errors.OutOfRangeError:  # no full batch: trainer/run/rounds.py says so
                 break
             step = int(model.step.numpy())
-            log.after_call(step, logs)
+            log.after_call(step, {name: values.numpy() for name, values in logs[EVERY_STEP].items()})
             is_terminating = console.is_termination_requested()  # read once: it may come any time
             if is_terminating or step % params["save_checkpoints_steps"] == 0 or step == max_steps:
                 manager.save(checkpoint_number=step)
@@ -107,49 +94,3 @@ def train(model, train_function, iterator, manager, params, max_steps):
                 break
         log.report(step)
     return step
-
-
-class TrainingLog:
-    """TensorBoard scalars at each multiple of save_summary_steps and the progress line every
-    progress_seconds."""
-
-    def __init__(self, params, start_step):
-        self.params, self.start_step = params, start_step
-        self.writer = eval_pictures.eval_writer(params["output_dir"])  # one events file per process
-        self.start = self.last_print = self.last_call_end = time.monotonic()
-        self.loss = None
-        self.line = progress.ProgressLine(params["train_steps"])
-
-    def after_call(self, step, logs):
-        """step: the step the call ended at; logs: the train function's."""
-        history = {name: values.numpy() for name, values in logs[EVERY_STEP].items()}
-        self.loss = float(history["cross_entropy"][-1])
-        now = time.monotonic()
-        steps = len(history["cross_entropy"])
-        self.write_summaries(step - steps + 1, history, steps / max(now - self.last_call_end, 1e-9))
-        self.last_call_end = now
-        if now - self.last_print >= self.params["progress_seconds"]:
-            self.report(step)
-
-    def write_summaries(self, first_step, history, steps_per_sec):
-        """The scalars Estimator writes (loss, learning_rate, train_accuracy, steps and
-        examples/s) at each step of the call that is a multiple of save_summary_steps: the
-        logs of the step that ended there (model.step counts it), the rate the call's."""
-        every = self.params["save_summary_steps"]
-        steps = [step for step in range(first_step, first_step + len(history["loss"])) if step % every == 0]
-        with self.writer.as_default():
-            for step in steps:
-                for name in ("loss", "learning_rate", "train_accuracy"):
-                    tf.summary.scalar(name, float(history[name][step - first_step]), step=step)
-                tf.summary.scalar("global_step/sec", steps_per_sec, step=step)
-                tf.summary.scalar("examples/sec", steps_per_sec * self.params["train_batch_size"], step=step)
-        if steps:
-            self.writer.flush()
-
-    def report(self, step):
-        """One progress line: the step, the cross entropy, examples/s and the time left."""
-        elapsed = time.monotonic() - self.start
-        rate = (step - self.start_step) / elapsed if step > self.start_step and elapsed > 0 else None
-        eta = (self.params["train_steps"] - step) / rate if rate else None
-        self.line.show(step, self.loss, rate * self.params["train_batch_size"] if rate else None, eta)
-        self.last_print = time.monotonic()

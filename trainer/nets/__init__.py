@@ -45,12 +45,13 @@ def has_backbone(name):
     return table.NETWORKS[name].has_backbone
 
 
-def build_network(name, num_classes, image_size, use_bfloat16=False, **options):
-    """Returns an uncompiled tf.keras.Model: [B, S, S, 3] images -> [B, num_classes] float32 logits.
+def build_network(name, num_classes, image_size, use_bfloat16=False, keras=None, **options):
+    """Returns an uncompiled Keras model: [B, S, S, 3] images -> [B, num_classes] float32 logits.
 
     options: exactly the params keys this network reads (network_options). With
     use_bfloat16 the layers compute in bfloat16 (Keras "mixed_bfloat16":
-    float32 variables) and the logits are still float32.
+    float32 variables) and the logits are still float32. keras: tf.keras (None) or Keras 3
+    for the networks the table marks keras3 (the JAX engine's), with the same layers.
     """
     if name not in BUILDERS:
         raise ValueError(f"model={name!r} is not one of {sorted(BUILDERS)}")
@@ -58,14 +59,18 @@ def build_network(name, num_classes, image_size, use_bfloat16=False, **options):
     if set(options) != set(keys):
         raise ValueError(f"model={name!r} takes options {list(keys)}, got {sorted(options)}")
     dtype = "mixed_bfloat16" if use_bfloat16 else "float32"
-    return builder(num_classes=num_classes, image_size=image_size, dtype=dtype, **options)
+    if keras is None or keras is tf.keras:
+        return builder(num_classes=num_classes, image_size=image_size, dtype=dtype, **options)
+    if not table.NETWORKS[name].keras3:
+        raise ValueError(f"model={name!r} is built with tf.keras only, not Keras 3")
+    return builder(num_classes=num_classes, image_size=image_size, dtype=dtype, keras=keras, **options)
 
 
-def build_from_params(params):
+def build_from_params(params, keras=None):
     """The network params describe (model, num_classes, image_size, use_bfloat16, options):
-    the one model_fn trains, warm start checks and bench/ fits."""
+    the one model_fn trains, warm start checks and bench/ fits; keras: as build_network's."""
     return build_network(params["model"], params["num_classes"], params["image_size"],
-                         use_bfloat16=params["use_bfloat16"],
+                         use_bfloat16=params["use_bfloat16"], keras=keras,
                          **network_options(params["model"], params))
 
 

@@ -17,6 +17,9 @@ import tensorflow as tf
 # here as fractions of train_steps.
 STEP_DECAY_FRACTIONS = (30 / 90, 60 / 90, 80 / 90)
 STEP_DECAY_FACTOR = 0.1
+# Adam's epsilon in every engine: tf.compat.v1.train.AdamOptimizer's, which the Estimator engine
+# uses (Keras' own default is 1e-7).
+TF1_ADAM_EPSILON = 1e-8
 
 
 def peak_learning_rate(params):

@@ -102,6 +102,15 @@ def eval_writer(eval_dir):
     return tf.summary.create_file_writer(eval_dir)
 
 
+def write_eval_scalars(eval_dir, step, results):
+    """Each {metric: value} of results as a TensorBoard scalar at step, where Estimator writes
+    its eval scalars (the Keras and JAX engines')."""
+    with eval_writer(eval_dir).as_default():
+        for name, value in results.items():
+            tf.summary.scalar(name, value, step=step)
+        tf.summary.flush()
+
+
 def main(argv):
     matrix = np.array([[40, 2, 0], [3, 35, 7], [0, 1, 44]])
     write_eval_pictures(argv[1], 1, matrix, ["cat", "dog", "horse"])

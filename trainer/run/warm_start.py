@@ -156,8 +156,8 @@ def assignment_map(checkpoint, variables, params):
         source = name + EMA_SUFFIX if name + EMA_SUFFIX in stored else name
         if source not in stored:
             missing.append(name)
-        elif list(stored[source][1]) != variable.shape.as_list():
-            reshaped.append(f"{name} {stored[source][1]} vs {variable.shape.as_list()}")
+        elif list(stored[source][1]) != list(variable.shape):  # a Keras 3 variable's is a tuple
+            reshaped.append(f"{name} {stored[source][1]} vs {list(variable.shape)}")
         else:
             mapping[stored[source][0]] = variable
     if missing or reshaped:

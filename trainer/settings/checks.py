@@ -141,10 +141,12 @@ def relation_problems(params, sources):
         problems.append(f"{named(typed_early_stopping[0])} needs evaluations, and mode='train' "
                         f"({sources.get('mode', 'default')}) does not evaluate: use --mode "
                         f"train_and_eval (a continuous_eval job beside it does not stop it)")
-    if params["engine"] == "keras" and params["transpose_input"]:
+    if params["engine"] in ("keras", "jax") and params["transpose_input"]:
         problems.append(f"{named('transpose_input')} is TPUEstimator's batch-last infeed; "
-                        f"{named('engine')} feeds batch-first (TPUStrategy splits batches along "
+                        f"{named('engine')} feeds batch-first (its replicas split batches along "
                         f"their first dimension)")
+    if params["engine"] == "jax":
+        problems += jax_problems(params, sources, named)
     problems += optimizer_problems(params, named)
     if params["use_tpu"] and params["engine"] == "estimator":
         problems += [f"{named(key)} must be divisible by {named('num_cores')}: each TPU core gets an "
@@ -161,6 +163,24 @@ def relation_problems(params, sources):
     if params["image_size"] < network.min_image_size:
         problems.append(f"{named('image_size')} is too small for model={model!r} "
                         f"(at least {network.min_image_size})")
+    return problems
+
+
+# What the JAX engine finds by itself: JAX sees the TPU chips of the VM (or slice) it runs on.
+JAX_UNREAD = ("tpu", "tpu_zone", "gcp_project", "num_cores", "use_host_call")
+
+
+def jax_problems(params, sources, named):
+    """Settings --engine jax cannot honour: a network built with tf.keras only, and the TPU
+    settings that name a TPU for TensorFlow to connect to."""
+    problems = [f"{named(key)} means nothing to {named('engine')}: JAX trains on the TPU chips "
+                f"of the machine it runs on (a TPU VM, each host of a slice); drop it"
+                for key in JAX_UNREAD if sources.get(key, "default").startswith(("flag", "--config"))]
+    network = table.NETWORKS.get(params["model"])
+    if network is not None and not network.keras3:
+        keras3 = sorted(name for name, net in table.NETWORKS.items() if net.keras3)
+        problems.append(f"{named('model')} is built with tf.keras only; {named('engine')} trains "
+                        f"{' and '.join(keras3)}: use --engine keras for it")
     return problems
 
 

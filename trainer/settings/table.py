@@ -137,13 +137,14 @@ class Network:
     options: tuple
     has_backbone: bool = False
     min_image_size: int = 8
+    keras3: bool = False  # built for Keras 3 too: the JAX engine trains it (trainer/nets/)
 
 
 BACKBONE_OPTIONS = ("freeze_backbone", "dropout_rate")
 # Every network trainer/nets can build, and the settings each reads.
 NETWORKS = {
-    "small_cnn": Network(("cnn_filters", "dense_units", "dropout_rate")),
-    "resnet": Network(("resnet_depth", "resnet_width")),
+    "small_cnn": Network(("cnn_filters", "dense_units", "dropout_rate"), keras3=True),
+    "resnet": Network(("resnet_depth", "resnet_width"), keras3=True),
     # keras.applications backbones (trainer/nets/applications.py): Keras needs 32 px at least.
     **{name: Network(BACKBONE_OPTIONS + ("batch_norm_momentum",), has_backbone=True, min_image_size=32)
        for name in ("resnet50", "efficientnet_b0", "mobilenet_v2", "efficientnetv2_b0", "efficientnetv2_s")},
@@ -156,7 +157,7 @@ AUGMENT_POLICIES = ("none", "randaugment", "autoaugment")  # trainer/data/augmen
 # trainer/estimator/optimizers.py and trainer/keras/model.py; adamw's decay is decoupled.
 OPTIMIZERS = ("momentum", "adam", "adamw")
 ADAMW_MAX_WEIGHT_DECAY = 1.0  # adamw: each step keeps (1 - learning_rate x weight_decay) of a kernel
-ENGINES = ("estimator", "keras")  # trainer/estimator/, trainer/keras/ (docs/migration.md)
+ENGINES = ("estimator", "keras", "jax")  # trainer/estimator/, trainer/keras/, trainer/jax/ (docs/migration.md)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,7 +208,8 @@ GROUPS = (
           "trainer's output_dir; evaluate/export/predict act on an existing output_dir",
           OneOf(MODES), per_command=True),
         S("engine", "estimator", "estimator: TPUEstimator (trainer/estimator/); keras: TPUStrategy and "
-          "a Keras model (trainer/keras/), on the same data, settings, run directory and exports",
+          "a Keras model (trainer/keras/); jax: Keras 3 on JAX (trainer/jax/, .venv-jax); on the "
+          "same data, settings, run directory and exports",
           OneOf(ENGINES), identity=True,
           reason="TPUEstimator ends with TensorFlow 2.15; a run's checkpoints are its engine's"),
     )),

@@ -1,0 +1,98 @@
+"""The JAX engine's checkpoints: OUT/model.ckpt-<step>, the Keras engine's format, written by TensorFlow.
+
+A TrainState is mirrored in tf.Variables and written by a tf.train.CheckpointManager, so
+the run room checks, repairs, lists and evaluates a JAX run's checkpoints as it does the
+other engines' (trainer/run/checkpoints.py), and names are shared: the network's weights
+by their Keras names under `network` (the moving averages as NAME + EMA_SUFFIX), as the
+Keras engine's checkpoints hold them. Hence the export reads a JAX checkpoint into the
+network's tf-keras twin by name (trainer/jax/export.py), and warm start reads any engine's
+checkpoint into the JAX network (trainer/run/warm_start.py). What only JAX has: the Keras 3
+optimizer's variables under `jax_optimizer` and dropout's seed state under `jax_rng`.
+
+    .venv-jax/bin/python -m trainer.run.checkpoints OUT
+"""
+import jax
+import numpy as np
+import tensorflow as tf
+
+from trainer.jax.model import TrainState
+from trainer.objective.averages import EMA_SUFFIX
+from trainer.run import checkpoints, variable_names, warm_start
+
+
+def host_value(array):
+    """A replicated jax.Array's value as NumPy (this process's copy: every process holds it)."""
+    return np.asarray(array.addressable_data(0)) if isinstance(array, jax.Array) else np.asarray(array)
+
+
+class CheckpointMirror:
+    """tf.Variables holding a TrainState of model (trainer/jax/model.py JaxModel), by name."""
+
+    def __init__(self, model, params):
+        self.model = model
+        state = model.initial_state()
+        network = model.network
+        weights = {id(v) for v in network.weights}
+        groups = {variable_names.NETWORK: {}, "jax_optimizer": {}, "jax_rng": {}}
+        self.places = []  # (list name, index, tf.Variable) for every array of a TrainState
+
+        def mirror(group, name, list_name, index, value):
+            if name in groups[group]:
+                raise ValueError(f"model={params['model']!r}: variable name {name!r} repeats")
+            groups[group][name] = tf.Variable(host_value(value), trainable=False)
+            self.places.append((list_name, index, groups[group][name]))
+        for i, v in enumerate(network.trainable_variables):
+            mirror(variable_names.NETWORK, v.path, "trainable", i, state.trainable[i])
+        for i, v in enumerate(network.non_trainable_variables):
+            group = variable_names.NETWORK if id(v) in weights else "jax_rng"
+            mirror(group, v.path, "non_trainable", i, state.non_trainable[i])
+        for i, v in enumerate(model.optimizer.variables):
+            mirror("jax_optimizer", v.path, "optimizer", i, state.optimizer[i])
+        for j, (list_name, i) in enumerate(model.averaged):
+            source = getattr(network, f"{list_name}_variables")[i]
+            mirror(variable_names.NETWORK, source.path + EMA_SUFFIX, "averages", j, state.averages[j])
+        self.checkpoint = tf.train.Checkpoint(**groups)
+        self.manager = tf.train.CheckpointManager(self.checkpoint, params["output_dir"],
+                                                  max_to_keep=params["keep_checkpoint_max"],
+                                                  checkpoint_name=checkpoints.CHECKPOINT_NAME)
+
+    def save(self, state, step):
+        """Writes model.ckpt-<step> of state (process 0 alone on a multi-host slice)."""
+        for list_name, index, variable in self.places:
+            variable.assign(host_value(getattr(state, list_name)[index]))
+        if jax.process_index() == 0:
+            self.manager.save(checkpoint_number=step)
+
+    def restore(self, prefix, like):
+        """The TrainState in the checkpoint at prefix, each array placed as like's (a TrainState)."""
+        self.checkpoint.read(prefix).assert_existing_objects_matched()
+        lists = {name: list(getattr(like, name)) for name in TrainState._fields}
+        for list_name, index, variable in self.places:
+            target = lists[list_name][index]
+            lists[list_name][index] = jax.device_put(variable.numpy().astype(target.dtype), target.sharding)
+        return TrainState(**lists)
+
+
+def restore_latest(mirror, state, output_dir):
+    """(state, step): the newest checkpoint of output_dir (checked by the driver), or state at 0."""
+    prefix, step = checkpoints.latest_checkpoint(output_dir)
+    if prefix is None:
+        return state, 0
+    if not any(key.startswith("jax_optimizer/") for key, _ in tf.train.list_variables(prefix)):
+        raise checkpoints.CheckpointError(
+            f"checkpoint {prefix} was not written by the JAX engine: resume it with the engine "
+            f"that wrote it (its params.json names it), or use a new --output_dir")
+    return mirror.restore(prefix, state), step
+
+
+def warm_start_network(network, params):
+    """A fresh run's network starts from --warm_start_from, any engine's checkpoint whose names
+    fit (trainer/run/warm_start.py's checks); returns {key in the source: variable}."""
+    if not params["warm_start_from"] or not warm_start.is_fresh(params):
+        return {}
+    checkpoint = warm_start.source_checkpoint(params)
+    mapping = warm_start.assignment_map(checkpoint, network.weights, params)
+    reader = tf.train.load_checkpoint(checkpoint)
+    for key, variable in mapping.items():
+        variable.assign(reader.get_tensor(key))
+    return mapping

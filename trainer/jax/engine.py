@@ -1,0 +1,86 @@
+"""The JAX engine's answers to trainer/run/driver.py: train, evaluate, export and predict with Keras 3 on JAX.
+
+Made once per command: Keras' DataParallel distribution over jax.devices() (every TPU chip
+of the slice, or the CPU), the Keras 3 network and its optimizer (trainer/jax/model.py),
+their state restored from the newest checkpoint of OUT (trainer/jax/checkpoint.py), the
+jitted train step. The driver then runs the same rounds, evaluations, early stopping and
+exports as for the other engines, and keeps the same run directory; the export is a
+TensorFlow SavedModel of the tf-keras twin (trainer/jax/export.py).
+
+    .venv-jax/bin/python -m trainer.task --engine jax --train_data_path 'DIR/train-*' \\
+        --eval_data_path 'DIR/eval-*' --output_dir OUT
+"""
+import os
+
+import jax
+import keras
+
+from trainer.jax import checkpoint as checkpoint_lib, data, evaluate as evaluate_lib
+from trainer.jax import export as export_lib, model as model_lib, predict as predict_lib, train as train_lib
+from trainer.run import checkpoints, driver, predictions
+from trainer.run.engine import Engine
+from trainer.settings import checks
+
+EVAL_SUBDIR = "eval"  # OUT/eval: TensorBoard's eval scalars and pictures, where Estimator writes them
+
+
+class JaxEngine(Engine):
+    """trainer/run/engine.py's Engine, made of a JaxModel whose state is sharded over jax.devices()."""
+
+    def __init__(self, params):
+        self.params = params
+        check_devices(params, jax.device_count())
+        keras.backend.clear_session()  # fresh layer names: checkpoints go by name
+        if params["seed"]:
+            keras.utils.set_random_seed(params["seed"])
+        self.distribution = data.make_distribution()
+        self.sharding = data.batch_sharding(self.distribution)
+        self.model = model_lib.JaxModel(params)
+        checkpoint_lib.warm_start_network(self.model.network, params)  # before the averages copy it
+        self.mirror = checkpoint_lib.CheckpointMirror(self.model, params)
+        self.state, _ = checkpoint_lib.restore_latest(
+            self.mirror, data.replicated(self.model.initial_state(), self.sharding), params["output_dir"])
+        self.eval_dir = os.path.join(params["output_dir"], EVAL_SUBDIR)
+        self.train_step = train_lib.make_train_step(self.model)
+        self.logits = jax.jit(self.model.logits, static_argnums=2)
+        self._train_batches = self._eval_dataset = None
+
+    def train(self, max_steps):
+        return train_lib.train(self, max_steps)
+
+    def train_batches(self):
+        """Made once: its shuffle buffer and cache live across rounds."""
+        if self._train_batches is None:
+            self._train_batches = train_lib.make_train_batches(
+                self.params, self.sharding, start_step=self.model.step_of(self.state))
+        return self._train_batches
+
+    def eval_dataset(self):
+        if self._eval_dataset is None:
+            self._eval_dataset = evaluate_lib.make_eval_dataset(self.params)
+        return self._eval_dataset
+
+    def evaluate(self, checkpoint_path):
+        # The step before the restore: beside a trainer, keep_checkpoint_max may delete the files.
+        return evaluate_lib.evaluate(self, checkpoint_path, checkpoints.step_of(checkpoint_path))
+
+    def export(self, checkpoint_path, staging_base):
+        return export_lib.write_saved_model(self.params, checkpoint_path, staging_base)
+
+    def predict(self, checkpoint_path):
+        def predict_fn(jpeg_chunks, checkpoint):
+            return predict_lib.predict_chunks(self, jpeg_chunks, checkpoint)
+        return predictions.run_predict(predict_fn, self.params, checkpoint_path)
+
+
+def check_devices(params, devices):
+    """ConfigError unless every global batch splits evenly across the devices."""
+    for key in ("train_batch_size", "eval_batch_size"):
+        if params[key] % devices:
+            raise checks.ConfigError(f"{key}={params[key]} must be divisible by the {devices} JAX "
+                                     f"devices: each gets an equal share")
+
+
+def run(params):
+    """Runs params["mode"] with the JAX engine (trainer/run/driver.py)."""
+    return driver.run(params, JaxEngine)
