@@ -66,9 +66,19 @@ def check_train_step(params, batch_size=None, steps=2):
         return run_compiled(graph, loss, global_step, steps, params)
 
 
+def session_config():
+    """Grappler off: XLA then compiles the step's ops as model_fn made them, not grappler's CPU
+    rewrites of them (which could only fold some away), and the check skips grappler's passes
+    over the step and its function library, a large part of its time on an ImageNet network
+    (figures: docs/benchmarks.md, "Measured figures behind choices in the code")."""
+    config = tf.compat.v1.ConfigProto()
+    config.graph_options.rewrite_options.disable_meta_optimizer = True
+    return config
+
+
 def run_compiled(graph, loss, global_step, steps, params):
     """Runs the compiled step; XlaCheckError with XLA's message if it does not compile."""
-    with tf.compat.v1.Session(graph=graph) as session:
+    with tf.compat.v1.Session(graph=graph, config=session_config()) as session:
         session.run(tf.compat.v1.global_variables_initializer())
         try:
             losses = [float(session.run(loss)) for _ in range(steps)]
