@@ -3,16 +3,19 @@
 #   make test   - the test suite
 # The second environment (current TensorFlow, no tensorflow-estimator; docs/migration.md):
 #   make test-keras - builds .venv-keras from requirements-keras.lock if needed, runs its suite
+# The third (Keras 3 on JAX, --engine jax):
+#   make test-jax - builds .venv-jax from requirements-jax.lock if needed, runs its suite
 VENV := .venv
 PY := $(VENV)/bin/python
 VENV_KERAS := .venv-keras
 PY_KERAS := $(VENV_KERAS)/bin/python
+PY_JAX := .venv-jax/bin/python
 VENV_KERAS_TPU := .venv-keras-tpu
 VENV_JAX := .venv-jax
 VENV_JAX_TPU := .venv-jax-tpu
 WORK ?= work/demo
 
-.PHONY: venv venv-keras venv-keras-tpu venv-jax venv-jax-tpu check-tpu-build check-jax-tpu-build test test-fast test-keras demo bench bench-quick lock lock-keras lock-keras-tpu lock-jax lock-jax-tpu clean
+.PHONY: venv venv-keras venv-keras-tpu venv-jax venv-jax-tpu check-tpu-build check-jax-tpu-build test test-fast test-keras test-jax demo bench bench-quick lock lock-keras lock-keras-tpu lock-jax lock-jax-tpu clean
 
 # Rebuilt only when the lock file changes (install_venv.sh: in a temporary directory,
 # renamed into place once the install succeeded).
@@ -79,6 +82,11 @@ test-fast: $(VENV)/.installed
 # saying why (tests/engines.py).
 test-keras: $(VENV_KERAS)/.installed
 	$(PY_KERAS) -m pytest $(PYTEST_WORKERS) $$(sed -e 's/#.*//' tests/keras_env.txt)
+
+# The JAX engine's tests and the shared tests that take it (tests/jax_env.txt; -k jax picks
+# the latter's jax cases); .venv is needed beside it for the export served by TensorFlow 2.15.
+test-jax: $(VENV_JAX)/.installed $(VENV)/.installed
+	$(PY_JAX) -m pytest $(PYTEST_WORKERS) -k "jax or cross_version" $$(sed -e 's/#.*//' tests/jax_env.txt)
 
 demo: $(VENV)/.installed
 	bash tools/demo.sh $(WORK)

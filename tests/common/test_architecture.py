@@ -130,8 +130,9 @@ TRAINER_RANKS = {
     "run": 3,
     "chain": 4,
     "estimator": 5, "keras": 5, "report": 5,
-    "task": 6,
-    "export_tflite": 7,  # an entry point that makes the run's engine the way task does
+    "jax": 6,  # the JAX engine exports and predicts through the Keras engine's tf-keras code
+    "task": 7,
+    "export_tflite": 8,  # an entry point that makes the run's engine the way task does
 }
 
 

@@ -1,17 +1,19 @@
-"""Both engines implement trainer/run/engine.py's Engine: every member, with its parameters.
+"""Every engine implements trainer/run/engine.py's Engine: every member, with its parameters.
 
     .venv/bin/python -m pytest tests/trainer/test_engine_protocol.py
+    .venv-jax/bin/python -m pytest tests/trainer/test_engine_protocol.py -k jax
 """
 import importlib
 import inspect
 
 import pytest
 
-from tests.engines import HAS_ESTIMATOR
+from tests.engines import HAS_ESTIMATOR, HAS_JAX
 from trainer.run.engine import Engine
 
 ENGINES = [("trainer.keras.engine", "KerasEngine")] + (
-    [("trainer.estimator.engine", "EstimatorEngine")] if HAS_ESTIMATOR else [])
+    [("trainer.estimator.engine", "EstimatorEngine")] if HAS_ESTIMATOR else []) + (
+    [("trainer.jax.engine", "JaxEngine")] if HAS_JAX else [])
 METHODS = ("train", "evaluate", "export", "predict")
 
 

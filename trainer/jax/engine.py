@@ -16,7 +16,8 @@ import jax
 import keras
 
 from trainer.jax import checkpoint as checkpoint_lib, data, evaluate as evaluate_lib
-from trainer.jax import export as export_lib, model as model_lib, predict as predict_lib, train as train_lib
+from trainer.jax import export as export_lib, model as model_lib, predict as predict_lib, processes
+from trainer.jax import train as train_lib
 from trainer.run import checkpoints, driver, predictions
 from trainer.run.engine import Engine
 from trainer.settings import checks
@@ -29,6 +30,11 @@ class JaxEngine(Engine):
 
     def __init__(self, params):
         self.params = params
+        if processes.join_processes(params["use_tpu"]) > 1:  # before any JAX computation
+            raise processes.ProcessesError(
+                f"{jax.process_count()} JAX processes: the JAX engine keeps its run directory from one "
+                f"process so far (a single-host TPU VM, up to v6e-8); each host's input share and the "
+                f"batch over every chip are ready (trainer/jax/data.py), the run directory is not")
         check_devices(params, jax.device_count())
         keras.backend.clear_session()  # fresh layer names: checkpoints go by name
         if params["seed"]:
