@@ -35,6 +35,7 @@ import time
 
 from bench import cli, report as report_lib
 
+BATCH_SIZE = 64
 
 def build_parser():
     parser = cli.make_parser("bench_input", __doc__, "2 rounds of 1 s")
@@ -42,6 +43,8 @@ def build_parser():
     parser.add_argument("--seconds", type=float, default=2.0, help="per pipeline per round")
     parser.add_argument("--digits", type=int, default=512, help="32x32 digit JPEGs")
     parser.add_argument("--photos", type=int, default=256, help="photo-sized JPEGs")
+    parser.add_argument("--batch_size", type=int, default=BATCH_SIZE,
+                        help="images per batch of every pipeline (its first 5 batches are not timed)")
     return parser
 
 
@@ -59,7 +62,6 @@ from trainer.settings import table  # noqa: E402
 from trainer.data import input as input_lib  # noqa: E402
 
 PHOTOS = ("china.jpg", "flower.jpg")  # 427x640 each, inside sklearn/datasets/images
-BATCH_SIZE = 64
 SHARDS = 4
 
 
@@ -101,14 +103,14 @@ def write_records(directory, name, examples):
     return f"{directory}/{name}-*"
 
 
-def make_raw_dataset(jpegs, image_size):
+def make_raw_dataset(jpegs, image_size, batch_size):
     """decode_jpeg + resize of in-memory bytes, as parallel and prefetched as tf.data allows."""
     def decode_and_resize(image_bytes):
         image = tf.io.decode_jpeg(image_bytes, channels=3)
         return tf.image.resize(image, [image_size, image_size])
     return (tf.data.Dataset.from_tensor_slices(jpegs).repeat()
             .map(decode_and_resize, num_parallel_calls=tf.data.AUTOTUNE)
-            .batch(BATCH_SIZE, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
+            .batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
 
 
 def make_naive_dataset(file_pattern, params):
@@ -121,10 +123,10 @@ def make_naive_dataset(file_pattern, params):
         return {"image": image}, tf.cast(parsed[record_schema.LABEL], tf.int32)
     files = input_lib.list_files(file_pattern)
     return (tf.data.TFRecordDataset(files).shuffle(params["shuffle_buffer"]).repeat()
-            .map(parse).batch(BATCH_SIZE, drop_remainder=True))
+            .map(parse).batch(params["batch_size"], drop_remainder=True))
 
 
-def time_batches(dataset, seconds, warmup_batches=5):
+def time_batches(dataset, seconds, batch_size, warmup_batches=5):
     """(images/second, CPU microseconds/image) of a fresh iterator over ~`seconds`.
 
     A fresh iterator per measurement, deleted afterwards: an idle pipeline's
@@ -141,42 +143,42 @@ def time_batches(dataset, seconds, warmup_batches=5):
         batches += 1
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     del iterator
-    images = batches * BATCH_SIZE
+    images = batches * batch_size
     return images / wall, cpu / images * 1e6
 
 
-def make_pipelines(file_pattern, jpegs, image_size):
+def make_pipelines(file_pattern, jpegs, image_size, batch_size):
     """name -> dataset; input params from trainer/settings/table.py's defaults."""
     params = dict({k: table.DEFAULTS[k] for k in (
         "min_crop_area", "random_flip", "shuffle_buffer", "transpose_input",
-        "use_bfloat16", "cache_dataset")}, batch_size=BATCH_SIZE, image_size=image_size,
+        "use_bfloat16", "cache_dataset")}, batch_size=batch_size, image_size=image_size,
         num_classes=10)  # the digits; every label is checked to be below it
     eval_fn = input_lib.make_input_fn(file_pattern, tf.estimator.ModeKeys.EVAL, len(jpegs))
     return {
-        "raw": make_raw_dataset(jpegs, image_size),
+        "raw": make_raw_dataset(jpegs, image_size, batch_size),
         "train": input_lib.make_input_fn(file_pattern, tf.estimator.ModeKeys.TRAIN)(params),
         "eval": eval_fn(params).repeat(),
         "naive": make_naive_dataset(file_pattern, params),
     }
 
 
-def add_randaugment_pipeline(datasets, file_pattern, image_size):
+def add_randaugment_pipeline(datasets, file_pattern, image_size, batch_size):
     """datasets plus "train_randaugment": TRAIN with --augment randaugment (the table's
     num_ops and magnitude), the other input settings as make_pipelines sets them."""
     params = dict({k: table.DEFAULTS[k] for k in (
         "min_crop_area", "random_flip", "shuffle_buffer", "transpose_input", "use_bfloat16",
         "cache_dataset", "randaugment_num_ops", "randaugment_magnitude")},
-        augment="randaugment", batch_size=BATCH_SIZE, image_size=image_size, num_classes=10)
+        augment="randaugment", batch_size=batch_size, image_size=image_size, num_classes=10)
     train_fn = input_lib.make_input_fn(file_pattern, tf.estimator.ModeKeys.TRAIN)
     return dict(datasets, train_randaugment=train_fn(params))
 
 
-def measure(datasets, rounds, seconds):
+def measure(datasets, rounds, seconds, batch_size):
     """Alternating rounds; returns {name: [(images/s, cpu us/image) per round]}."""
     results = {name: [] for name in datasets}
     for _ in range(rounds):
         for name, dataset in datasets.items():
-            results[name].append(time_batches(dataset, seconds))
+            results[name].append(time_batches(dataset, seconds, batch_size))
     return results
 
 
@@ -209,7 +211,7 @@ def run(argv=None):
     if args.quick:
         args.rounds, args.seconds = 2, 1.0
     log_path = cli.log_path(args, "bench_input")
-    header = (f"{report_lib.machine_line()}; TensorFlow {tf.__version__}, batch {BATCH_SIZE}, "
+    header = (f"{report_lib.machine_line()}; TensorFlow {tf.__version__}, batch {args.batch_size}, "
               f"{args.rounds} rounds x {args.seconds} s per pipeline; library lines: {log_path}")
     with report_lib.libraries_to_log(log_path):
         results = measure_all(args)
@@ -237,11 +239,11 @@ def measure_all(args):
                 ("digits", make_digit_jpegs(args.digits), 32),
                 ("photos", make_photo_jpegs(args.photos), 224)):
             pattern = write_records(directory, name, examples)
-            datasets = make_pipelines(pattern, [jpeg for jpeg, _ in examples], image_size)
+            datasets = make_pipelines(pattern, [jpeg for jpeg, _ in examples], image_size, args.batch_size)
             if name == "photos":
-                datasets = add_randaugment_pipeline(datasets, pattern, image_size)
+                datasets = add_randaugment_pipeline(datasets, pattern, image_size, args.batch_size)
             results[f"{name}: {len(examples)} JPEGs -> {image_size}x{image_size}"] = measure(
-                datasets, args.rounds, args.seconds)
+                datasets, args.rounds, args.seconds, args.batch_size)
     return results
 
 
