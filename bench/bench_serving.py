@@ -104,7 +104,8 @@ def make_digit_jpegs(count):
 
 
 def export_untrained_model(work_dir, jpegs):
-    """Trains the default small_cnn one step with trainer.task; returns the export base path."""
+    """Trains the default small_cnn one step with the trainer (mode train: nothing evaluated) and
+    exports it; returns the export base path."""
     from common import dataset_files, record_schema
     from trainer import chain
     from trainer.estimator import engine as estimator_engine
@@ -122,8 +123,9 @@ def export_untrained_model(work_dir, jpegs):
     with open(os.path.join(data, dataset_files.METADATA_FILE), "w") as f:
         f.write(dataset_files.metadata_to_json(dataset_files.build_metadata(labels, splits, {}, 80)))
     out = os.path.join(work_dir, "out")
+    # --mode train: no evaluation, whose graph and session cost as much as the step here.
     params = chain.parse_params(["--train_data_path", f"{data}/train-*", "--eval_data_path",
-                            f"{data}/eval-*", "--output_dir", out, "--train_steps", "1",
+                            f"{data}/eval-*", "--output_dir", out, "--train_steps", "1", "--mode", "train",
                             "--steps_per_eval", "1", "--train_batch_size", "8", "--eval_batch_size", "8"])
     export_dir = estimator_engine.run(params)  # not task.main: it would switch on INFO logging
     return os.path.dirname(export_dir.decode() if isinstance(export_dir, bytes) else export_dir)
