@@ -18,6 +18,7 @@ end, unless --work_dir names where to keep them (~1 GB for 10,000 photos).
     python -m bench.bench_preprocess                      # demo digits + 10000 photos, ~6 minutes
     python -m bench.bench_preprocess --quick              # 2000 photos, 1 round, ~1 minute
     python -m bench.bench_preprocess --photos 3000 --repeats 1 --work_dir /tmp/bench
+    python -m bench.bench_preprocess --quick --modes default,threads   # no worker processes
 """
 import collections
 import multiprocessing
@@ -27,6 +28,8 @@ import tempfile
 import time
 
 from bench import cli, report
+
+MODES = ("default", "threads", "processes")  # the pipeline's local runs compared (BEAM_MODES)
 
 
 def build_parser():
@@ -42,11 +45,26 @@ def build_parser():
                         help="the first N images of the demo's train split (default 0: all 1,457)")
     parser.add_argument("--job_runs", type=int, default=15,
                         help="runs of the smallest Beam job, timed for its start-up cost")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help=f"comma-separated Beam local modes to run, of {', '.join(MODES)} "
+                             f"(the goals are the default mode's)")
     return parser
 
 
+def parse_args(argv=None):
+    """build_parser's flags, --modes checked and split: a mistake is one line, exit code 2."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    modes = args.modes.split(",")
+    if "default" not in modes or not set(modes) <= set(MODES) or len(set(modes)) != len(modes):
+        parser.error(f"--modes={args.modes!r} must be distinct names of {', '.join(MODES)}, "
+                     f"default among them (the goals are its)")
+    args.modes = [mode for mode in MODES if mode in modes]
+    return args
+
+
 if __name__ == "__main__":  # --help and flag mistakes answer before Beam loads
-    cli.answer_flags_first(build_parser().parse_args)
+    cli.answer_flags_first(parse_args)
 
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -202,11 +220,11 @@ def timed(function, *args):
     return count, time.perf_counter() - start
 
 
-def bench_dataset(name, csv_path, work_dir, workers, repeats):
+def bench_dataset(name, csv_path, work_dir, workers, repeats, modes=MODES):
     """-> (images, {method: [seconds per round]}), after checking every method wrote every image.
 
     Methods: loop, pool, independent (the cores' ceiling: run_independent), and
-    per Beam mode the job itself and the same job on 2 images (its start-up:
+    per Beam mode of modes the job itself and the same job on 2 images (its start-up:
     worker start and stage scheduling, no real work).
     """
     rows = read_rows(csv_path)
@@ -216,7 +234,7 @@ def bench_dataset(name, csv_path, work_dir, workers, repeats):
                "pool": (run_pool, csv_path, os.path.join(out, "pool"), workers),
                "independent": (run_independent, csv_path, os.path.join(out, "independent"),
                                workers)}
-    for mode in BEAM_MODES:
+    for mode in modes:
         methods[mode] = (run_pipeline, csv_path, os.path.join(out, mode), workers, mode)
         methods[f"{mode} start-up"] = (run_pipeline, tiny_csv, os.path.join(out, "tiny"),
                                        workers, mode)
@@ -256,10 +274,10 @@ def ratios(seconds, method, base):
 
 
 def table_rows(name, count, seconds):
-    """One row per Beam mode: end to end, then steady state (start-up taken off)."""
+    """One row per Beam mode measured: end to end, then steady state (start-up taken off)."""
     rate = {method: count / statistics.median(times) for method, times in seconds.items()}
     rows = []
-    for mode in BEAM_MODES:
+    for mode in (mode for mode in BEAM_MODES if mode in seconds):
         startup = statistics.median(seconds[f"{mode} start-up"])
         # Throughput once the workers are up (n/a when the 2-image run was the slower one).
         work = statistics.median(seconds[mode]) - startup
@@ -302,7 +320,7 @@ def print_results(header, results, workers, smallest_job):
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     if args.quick:
         args.photos, args.repeats = 2000, 1
     log_path = cli.log_path(args, "bench_preprocess")
@@ -330,7 +348,7 @@ def measure_quietly(args, work_dir, log_path):
             else:
                 csv_path = make_photo_dataset(folder, count)
             results.append((name, *bench_dataset(name.split()[0], csv_path, work_dir,
-                                                 args.workers, args.repeats)))
+                                                 args.workers, args.repeats, args.modes)))
         return results, smallest_beam_job_seconds(args.job_runs)
 
 

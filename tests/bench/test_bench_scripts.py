@@ -11,6 +11,7 @@ A new bench/bench_*.py fails test_every_bench_script_is_covered until it is adde
     .venv/bin/python -m pytest tests/bench/test_bench_scripts.py
 """
 import importlib
+import os
 import pathlib
 
 import pytest
@@ -24,9 +25,11 @@ SCRIPTS = {
     "bench_input": ("run", ["--rounds", "1", "--seconds", "0.05", "--digits", "64", "--photos", "8",
                             "--batch_size", "8"],
                     "goal: photos: 8 JPEGs -> 224x224: input_fn train / raw"),
-    # one worker: Beam's multi_processing mode starts a Python per worker, most of the time here
+    # default and threads: the processes mode starts a worker process per run, each importing
+    # Beam (~4 s; 16 of its 28 s here): its flags are held below, and the pipeline runs in that
+    # mode in tests/preprocess/test_jpeg_to_tfrecord.py (test_other_local_modes_give_the_same_outputs)
     "bench_preprocess": ("main", ["--photos", "8", "--repeats", "1", "--workers", "1", "--digits", "16",
-                                  "--job_runs", "2"],
+                                  "--job_runs", "2", "--modes", "default,threads"],
                          "goal: photos 427x640: pipeline / pool"),
     # --steps 18: the least past its 16 warm-up steps; one fine-tune repeat (a quarter of its CPU)
     "bench_train": ("run", ["--models", "small_cnn", "--rounds", "1", "--steps", "18", "--examples", "64",
@@ -112,6 +115,31 @@ def test_bench_script_runs_at_a_tiny_size(script, tmp_path, trained_run, input_c
     if script == "bench_train":  # the fine-tune comparison says what it found
         assert "matmul" not in output
         assert any(word in output for word in ("MET", "INCONCLUSIVE")), output[-2000:]
+
+
+def test_bench_preprocess_modes_are_the_pipelines_three_local_runs():
+    """What the processes mode adds to the others is its flags: the pipeline's local runner in
+    multi_processing mode with --workers workers."""
+    before = dict(os.environ)
+    bench_preprocess = importlib.import_module("bench.bench_preprocess")
+    for name in set(os.environ) - set(before):  # its defaults for its own process (TF's, warnings')
+        del os.environ[name]
+    from apache_beam.options.pipeline_options import DirectOptions
+    from common import beam_pipeline
+    runs = {mode: beam_pipeline.build_pipeline_options([flag.format(workers=3) for flag in flags])
+            .view_as(DirectOptions) for mode, flags in bench_preprocess.BEAM_MODES.items()}
+    assert {mode: (run.direct_running_mode, run.direct_num_workers) for mode, run in runs.items()} == {
+        "default": ("in_memory", 1), "threads": ("multi_threading", 3), "processes": ("multi_processing", 3)}
+    assert tuple(runs) == bench_preprocess.MODES  # --modes names them all
+
+
+@pytest.mark.parametrize("modes", ["threads", "default,default", "default,fork"])
+def test_bench_preprocess_refuses_modes_without_the_default_or_unknown(modes, capsys):
+    bench_preprocess = importlib.import_module("bench.bench_preprocess")
+    with pytest.raises(SystemExit) as exit_info:
+        bench_preprocess.parse_args(["--modes", modes])
+    assert exit_info.value.code == 2
+    assert f"--modes={modes!r} must be distinct names of default, threads, processes" in capsys.readouterr().err
 
 
 @pytest.mark.trains  # the session's run
