@@ -167,8 +167,12 @@ def export_checkpoint(output_dir, checkpoint_path, staging_base):
 
 def make_engine(params):
     """The engine params["engine"] names, made from params as trainer/run/driver.py makes it
-    (each engine's run hands its class to the driver: trainer/keras/engine.py, trainer/estimator/engine.py)."""
+    (each engine's run hands its class to the driver: trainer/keras/engine.py, trainer/estimator/engine.py);
+    a JAX run's export is its tf-keras twin's, which needs no JAX (trainer/jax/export.py)."""
     from trainer import task
+    if params["engine"] == "jax":
+        from trainer.jax.export import TwinExport
+        return TwinExport(params)
     if params["engine"] == "keras":
         from trainer.keras.engine import KerasEngine
         return KerasEngine(params)

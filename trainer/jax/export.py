@@ -10,6 +10,7 @@ label_names:0 as every engine's, served by TF 2.15 and 2.20, the stand-in, batch
 prediction and trainer.export_tflite unchanged.
 
     .venv-jax/bin/python -m trainer.task --engine jax --mode export --output_dir OUT
+    .venv-keras/bin/python -m trainer.export_tflite --output_dir OUT    # a JAX run's, no JAX needed
 """
 import tensorflow as tf
 
@@ -26,3 +27,14 @@ def build_twin(params):
 def write_saved_model(params, checkpoint_path, staging_base):
     """Writes the SavedModel of checkpoint_path to staging_base/<timestamp>/; returns that path."""
     return keras_export.write_saved_model(build_twin(params), params, checkpoint_path, staging_base)
+
+
+class TwinExport:
+    """The export half of the JAX engine, which needs no JAX: trainer.export_tflite exports a JAX
+    run's checkpoint with it in any environment with tf-keras (.venv-keras too)."""
+
+    def __init__(self, params):
+        self.params = params
+
+    def export(self, checkpoint_path, staging_base):
+        return write_saved_model(self.params, checkpoint_path, staging_base)

@@ -16,7 +16,7 @@ from common import image_ops, signature
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from tests.trainer.run_checks import (check_eval_counts_every_example_once, check_rerun_changes_nothing,
                                       read_eval_split, served_predictions, summary_tags)
-from tests.user_commands import run_trainer
+from tests.user_commands import run, run_trainer
 from trainer import chain, task
 from trainer.jax import engine as jax_engine, export as jax_export
 from trainer.keras import checkpoint as keras_checkpoint
@@ -119,3 +119,26 @@ def test_warm_start_from_a_keras_engine_checkpoint(jax_run, tiny_run_of, tmp_pat
     started = [name for name in names if not name.startswith("logits")]
     assert started and all(np.array_equal(names[name], reader.get_tensor(variable_names.network_key(name)))
                            for name in started)
+
+
+@pytest.mark.process
+def test_tflite_and_predict_take_a_jax_run(jax_run, tmp_path):
+    """trainer.export_tflite converts the run's checkpoint through its tf-keras twin's export, and
+    --mode predict classifies every image once with the JAX network."""
+    data, out, params = jax_run
+    result = run("trainer.export_tflite", "--output_dir", out, "--tflite_dir", tmp_path / "tflite",
+                                "--calibration_images", 4)
+    assert result.returncode == 0, result.stderr[-3000:]
+    check = json.loads((tmp_path / "tflite" / "tflite_check.json").read_text())
+    assert check and (tmp_path / "tflite" / "model.tflite").exists()
+    jpegs, _ = read_eval_split(params)
+    images = tmp_path / "images"
+    images.mkdir()
+    for i, jpeg in enumerate(jpegs):
+        (images / f"{i}.jpg").write_bytes(jpeg)
+    predicted = run_trainer(*run_argv(data, out), "--mode=predict", f"--predict_input={images}",
+                            f"--predict_output_dir={tmp_path / 'predictions'}")
+    assert predicted.returncode == 0, predicted.stderr[-3000:]
+    lines = [json.loads(line) for path in glob.glob(str(tmp_path / "predictions" / "predictions-*.jsonl"))
+             for line in open(path)]
+    assert len(lines) == len(jpegs) and all("error" not in record for record in lines), lines[:2]
