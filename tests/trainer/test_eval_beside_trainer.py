@@ -19,7 +19,7 @@ import pytest
 
 from common import signature
 from tests.conftest import write_dataset
-from tests.engines import needs_estimator
+from tests.engines import needs_estimator, needs_jax
 from tests.trainer import paused_task
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from tests.user_commands import start, user_env
@@ -54,6 +54,7 @@ def pause_until_deleted(monkeypatch):
     pytest.param("estimator", "export", marks=needs_estimator),
     ("keras", "keras_restore"),
     ("keras", "eval_pass"),
+    pytest.param("jax", "evaluation_start", marks=needs_jax),
 ])
 def test_a_checkpoint_deleted_under_the_evaluation_is_skipped_for_the_newest(
         tiny_dataset, pause_until_deleted, tmp_path, capsys, engine, moment):
