@@ -95,8 +95,9 @@ demo: $(VENV)/.installed
 # docs/benchmarks.md); bench-quick: each with --quick (~9 minutes, a first look).
 # Each script's time follows its table, to hold against the duration its docstring announces.
 bench-quick: BENCH_ARGS = --quick
-bench bench-quick: $(VENV)/.installed
-	for b in bench/bench_*.py; do start=$$(date +%s); $(PY) -m bench.$$(basename $$b .py) $(BENCH_ARGS) || exit 1; \
+bench bench-quick: $(VENV)/.installed $(VENV_JAX)/.installed
+	for b in bench/bench_*.py; do start=$$(date +%s); py=$(PY); case $$b in *jax*) py=$(PY_JAX);; esac; \
+	  $$py -m bench.$$(basename $$b .py) $(BENCH_ARGS) || exit 1; \
 	  echo "make $@: $$b took $$(( $$(date +%s) - start )) s"; done
 
 # Re-resolve requirements.lock from setup.py + requirements.in (needs uv on PATH).
