@@ -2,11 +2,12 @@
 
 config.yaml, cloud/ai_platform_custom_tpu.yaml and cloud/ai_platform_hptuning.yaml (the
 historical AI Platform route) are checked against the ml v1 discovery document shipped in
-google-api-python-client; cloud/vertex_tpu_job.yaml and cloud/vertex_tpu_job_keras.yaml against
-google.cloud.aiplatform_v1's CustomJobSpec message and cloud/vertex_hptuning_job.yaml against its
-HyperparameterTuningJob, as gcloud parses them. The TPU machines are the ones Google documents
-for each TPU generation (v2/v3: cloud-tpu with 8 accelerators; v5e: a ct5lp machine with its
-topology and the PJRT variables).
+google-api-python-client; cloud/vertex_tpu_job.yaml, cloud/vertex_tpu_job_keras.yaml and
+cloud/vertex_tpu_job_jax.yaml against google.cloud.aiplatform_v1's CustomJobSpec message and
+cloud/vertex_hptuning_job.yaml against its HyperparameterTuningJob, as gcloud parses them. The TPU
+machines are the ones Google documents for each TPU generation (v2/v3: cloud-tpu with 8
+accelerators; v5e: a ct5lp machine with its topology and the PJRT variables TensorFlow needs;
+v6e, for JAX only: one ct6e host with its topology and no TensorFlow variables).
 The tuning jobs' parameters must be trainer flags with valid values, and their metric the
 one the trainer reports (trainer/cloud/hptuning.py).
 
@@ -115,16 +116,27 @@ def test_ml_v1_validator_rejects_typos(mutate, problem):
     assert any(problem in p for p in validate_ml_v1_job(config)), validate_ml_v1_job(config)
 
 
-VERTEX_JOBS = ["cloud/vertex_tpu_job.yaml", "cloud/vertex_tpu_job_keras.yaml"]
+VERTEX_JOBS = ["cloud/vertex_tpu_job.yaml", "cloud/vertex_tpu_job_keras.yaml", "cloud/vertex_tpu_job_jax.yaml"]
 # The host VM of each single-host TPU v5e shape (1, 4 or 8 chips) and its topology.
 V5E_TOPOLOGIES = {"ct5lp-hightpu-1t": "1x1", "ct5lp-hightpu-4t": "2x2", "ct5lp-hightpu-8t": "2x4"}
+# The same for v6e (docs/cloud.md: the machine names are GKE's, not confirmed for Vertex training).
+V6E_TOPOLOGIES = {"ct6e-standard-1t": "1x1", "ct6e-standard-4t": "2x2", "ct6e-standard-8t": "2x4"}
 PJRT_ENV = {"NEXT_PLUGGABLE_DEVICE_USE_C_API": "true", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so"}
 
 
+def is_jax_job(pool):
+    return "--engine=jax" in pool.container_spec.args
+
+
 def check_tpu_machine(pool):
-    """A TPU pool Google documents for TensorFlow on Vertex: v2/v3-8 or a single-host v5e."""
+    """A TPU pool Google documents on Vertex: for TensorFlow v2/v3-8 or a single-host v5e; for
+    the JAX engine a single-host v6e (from v6e on Vertex trains no TensorFlow)."""
     machine, env = pool.machine_spec, {e.name: e.value for e in pool.container_spec.env}
-    if machine.machine_type == "cloud-tpu":
+    if is_jax_job(pool):
+        assert V6E_TOPOLOGIES.get(machine.machine_type) == machine.tpu_topology, machine
+        assert pool.replica_count == 1  # one host: the JAX engine runs one process so far
+        assert not machine.accelerator_type and not env  # JAX's PJRT and libtpu need no variables
+    elif machine.machine_type == "cloud-tpu":
         assert machine.accelerator_type in (AcceleratorType.TPU_V2, AcceleratorType.TPU_V3)
         assert machine.accelerator_count == 8 and not machine.tpu_topology
         assert not PJRT_ENV.keys() & env.keys()  # v2/v3: the stream-executor runtime
@@ -138,7 +150,10 @@ def test_vertex_jobs_parse_as_custom_job_specs_on_a_documented_tpu(name):
     spec = validate_vertex_custom_job_spec(load(name))
     (pool,) = spec.worker_pool_specs
     assert pool.container_spec.image_uri and not pool.python_package_spec.python_module
-    assert "--use_tpu" in pool.container_spec.args and "--tpu=local" in pool.container_spec.args
+    assert "--use_tpu" in pool.container_spec.args
+    # TensorFlow's engines name the VM's own TPU; JAX finds it and refuses --tpu
+    # (tests/cloud/test_container_image.py runs the JAX job's args through the settings checks).
+    assert ("--tpu=local" in pool.container_spec.args) != is_jax_job(pool)
     check_tpu_machine(pool)
 
 
@@ -149,6 +164,20 @@ def test_vertex_jobs_parse_as_custom_job_specs_on_a_documented_tpu(name):
 ])
 def test_tpu_machine_check_can_fail(mutate):
     config = load("cloud/vertex_tpu_job.yaml")
+    mutate(config)
+    with pytest.raises(AssertionError):
+        check_tpu_machine(validate_vertex_custom_job_spec(config).worker_pool_specs[0])
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda s: s["workerPoolSpecs"][0]["machineSpec"].update(tpuTopology="4x4"),  # a multi-host v6e
+    lambda s: s["workerPoolSpecs"][0].update(replicaCount="2"),
+    lambda s: s["workerPoolSpecs"][0]["machineSpec"].update(machineType="ct5lp-hightpu-4t"),
+    lambda s: s["workerPoolSpecs"][0]["containerSpec"].update(
+        env=[{"name": k, "value": v} for k, v in PJRT_ENV.items()]),
+])
+def test_jax_tpu_machine_check_can_fail(mutate):
+    config = load("cloud/vertex_tpu_job_jax.yaml")
     mutate(config)
     with pytest.raises(AssertionError):
         check_tpu_machine(validate_vertex_custom_job_spec(config).worker_pool_specs[0])
