@@ -1,14 +1,15 @@
-"""The trainer's containers (Dockerfile, Dockerfile.keras), checked without a Docker engine.
+"""The trainer's containers (Dockerfile, Dockerfile.keras, Dockerfile.jax), checked without a Docker engine.
 
 No Docker engine runs on the machines this was built on, so each image is checked by
 what can be read and run here:
 - its install step is the lock install CI makes (tools/install_venv.sh), on the lock's Python;
 - the TPU runtime sits in its own pinned lines, matching the lock's TensorFlow, and
   cloud/fetch_pinned.py (which guards the downloads) keeps only files with the pinned sha256;
-- its entry point is a module of this checkout that answers --help;
+- its entry point is a module of this checkout that answers --help; the JAX image's, run in
+  .venv-jax (its lock less libtpu) with the image's ENV, also takes --engine jax;
 - its image has ONE name across the job configs, README.md, docs/cloud.md and the
-  Dockerfile's own build command; the job with --engine keras names the Keras image;
-- the job files' arguments are trainer flags.
+  Dockerfile's own build command; a job with --engine keras or jax names that engine's image;
+- the job files' arguments are trainer flags, and a JAX job's pass the JAX engine's checks.
 
     .venv/bin/python -m pytest tests/cloud/test_container_image.py
 """
@@ -25,14 +26,25 @@ import pytest
 import yaml
 
 from tests.user_commands import run_trainer, user_env
-from trainer.settings import flags, table
+from trainer.settings import checks, flags, table
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 REGISTRY = "us-central1-docker.pkg.dev/YOUR_PROJECT/tpu-image-classifier"
-IMAGES = {"Dockerfile": f"{REGISTRY}/trainer:tf2.15", "Dockerfile.keras": f"{REGISTRY}/trainer-keras:tf2.20"}
-LOCKS = {"Dockerfile": "requirements.lock", "Dockerfile.keras": "requirements-keras-tpu.lock"}
-# The TensorFlow distribution each lock installs (the Keras image's is the TPU build).
-TENSORFLOW_OF = {"requirements.lock": "tensorflow", "requirements-keras-tpu.lock": "tensorflow-tpu"}
+IMAGES = {"Dockerfile": f"{REGISTRY}/trainer:tf2.15", "Dockerfile.keras": f"{REGISTRY}/trainer-keras:tf2.20",
+          "Dockerfile.jax": f"{REGISTRY}/trainer-jax:jax0.10.2"}
+LOCKS = {"Dockerfile": "requirements.lock", "Dockerfile.keras": "requirements-keras-tpu.lock",
+         "Dockerfile.jax": "requirements-jax-tpu.lock"}
+# What each image's tag names: the framework its lock installs (the Keras image's TensorFlow is
+# the TPU build) as (distribution, tag prefix, version parts): TensorFlow by major.minor, JAX,
+# whose minor releases differ more, by its whole version.
+TAG_OF = {"requirements.lock": ("tensorflow", "tf", 2), "requirements-keras-tpu.lock": ("tensorflow-tpu", "tf", 2),
+          "requirements-jax-tpu.lock": ("jax", "jax", 3)}
+# The images whose every file is their lock's, by hash (the TF 2.15 one adds Google's TPU build).
+HASHED_ONLY = ("Dockerfile.keras", "Dockerfile.jax")
+# The engine each job's --engine names -> its image (no --engine: the Estimator engine).
+IMAGE_OF_ENGINE = {None: "Dockerfile", "keras": "Dockerfile.keras", "jax": "Dockerfile.jax"}
+# Where the JAX image's entry point can run here: its lock less libtpu (tests/cloud/test_jax_tpu_lock.py).
+VENV_JAX_PYTHON = ROOT / ".venv-jax/bin/python"
 # Google's table of TensorFlow version -> libtpu.so version (https://cloud.google.com/tpu/docs/runtimes,
 # read 2026-11-24), for the TensorFlow the Dockerfile's lock pins.
 LIBTPU_FOR_TF = {"2.15.0": "1.9.0", "2.15.1": "1.9.0"}
@@ -125,22 +137,37 @@ def test_tpu_runtime_of_the_tf215_image_matches_the_lock():
     assert 'fetch_pinned.py "$LIBTPU_URL" "$LIBTPU_SHA256" /lib/libtpu.so' in runs
 
 
-def test_the_keras_image_is_its_lock_and_nothing_filled_in_by_hand():
-    """Every file of the Keras image comes from requirements-keras-tpu.lock, by hash: no
-    build argument, no download, no placeholder (tests/cloud/test_tpu_lock.py checks that lock)."""
-    text = (ROOT / "Dockerfile.keras").read_text()
+@pytest.mark.parametrize("dockerfile", HASHED_ONLY)
+def test_the_image_is_its_lock_and_nothing_filled_in_by_hand(dockerfile):
+    """Every file of the Keras and JAX images comes from its TPU lock, by hash: no build
+    argument, no download, no placeholder (tests/cloud/test_tpu_lock.py and
+    test_jax_tpu_lock.py check those locks)."""
+    text = (ROOT / dockerfile).read_text()
     steps = instructions(text)
     assert not [rest for keyword, rest in steps if keyword == "ARG"]
     assert "FILL_IN" not in text and "http" not in " ".join(rest for _, rest in steps)
     pip_installs = [rest for keyword, rest in steps if keyword == "RUN" and "pip install" in rest]
-    assert [p for p in pip_installs if "-r " in p] == [p for p in pip_installs if "requirements-keras-tpu.lock" in p]
+    assert [p for p in pip_installs if "-r " in p] == [p for p in pip_installs if LOCKS[dockerfile] in p]
 
 
 @pytest.mark.parametrize("dockerfile", sorted(LOCKS))
-def test_image_tag_names_the_tensorflow_of_its_lock(dockerfile):
+def test_image_tag_names_the_framework_of_its_lock(dockerfile):
     lock = LOCKS[dockerfile]
-    major_minor = ".".join(lock_pin(lock, TENSORFLOW_OF[lock]).split(".")[:2])
-    assert IMAGES[dockerfile].endswith(f":tf{major_minor}"), (IMAGES[dockerfile], lock)
+    distribution, prefix, parts = TAG_OF[lock]
+    version = ".".join(lock_pin(lock, distribution).split(".")[:parts])
+    assert IMAGES[dockerfile].endswith(f":{prefix}{version}"), (IMAGES[dockerfile], lock)
+
+
+def image_env(dockerfile):
+    """{NAME: value} of a Dockerfile's ENV lines (NAME=value pairs)."""
+    return dict(pair.split("=", 1) for keyword, rest in instructions((ROOT / dockerfile).read_text())
+                if keyword == "ENV" for pair in shlex.split(rest))
+
+
+def test_the_jax_image_runs_keras_on_jax_with_tf_keras_for_the_export():
+    env = image_env("Dockerfile.jax")
+    assert env["KERAS_BACKEND"] == "jax" and env["TF_USE_LEGACY_KERAS"] == "1"
+    assert lock_pin(LOCKS["Dockerfile.jax"], "libtpu")  # JAX's TPU runtime, loaded from its package
 
 
 @pytest.fixture(scope="module")
@@ -162,6 +189,30 @@ def test_entry_point_is_the_trainer_and_answers_help(dockerfile, trainer_help):
     assert trainer_help.startswith("usage: python -m trainer.task") and "--use_tpu" in trainer_help
     for package in PACKAGES:
         assert ("COPY", f"{package} ./{package}") in steps
+
+
+@pytest.mark.process
+def test_the_jax_image_entry_point_takes_the_jax_engine(tmp_path):
+    """The JAX image's entry point, run with the image's ENV in .venv-jax (its lock less libtpu),
+    answers --help and runs the JAX engine's own checks: a --tpu copied from a Keras job is
+    refused in one line naming the engine, before anything is written."""
+    if not VENV_JAX_PYTHON.exists():
+        pytest.skip(".venv-jax is not built here (make venv-jax)")
+    steps = instructions((ROOT / "Dockerfile.jax").read_text())
+    (entrypoint,) = [json.loads(rest) for keyword, rest in steps if keyword == "ENTRYPOINT"]
+    env = user_env(drop=("KERAS_BACKEND", "TF_USE_LEGACY_KERAS"), **image_env("Dockerfile.jax"))
+
+    def run_entry_point(*argv):
+        return subprocess.run([str(VENV_JAX_PYTHON), *entrypoint[1:], *argv], capture_output=True,
+                              text=True, timeout=120, cwd=ROOT, env=env)
+
+    helped = run_entry_point("--help")
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: python -m trainer.task")
+    assert "--engine" in helped.stdout and "--use_tpu" in helped.stdout
+    out = tmp_path / "out"
+    refused = run_entry_point("--engine", "jax", "--use_tpu", "--tpu", "local", "--output_dir", out)
+    assert refused.returncode == 2 and not out.exists()
+    assert refused.stderr.count("\n") == 1 and "means nothing to engine='jax'" in refused.stderr, refused.stderr
 
 
 def named_images(path):
@@ -198,22 +249,37 @@ def image_of(config):
     return found
 
 
+def engine_of(args):
+    """The engine a job's args name (--engine=NAME), or None: the default, the Estimator engine."""
+    named = [arg.split("=", 1)[1] for arg in args if arg.startswith("--engine=")]
+    return named[-1] if named else None
+
+
 @pytest.mark.parametrize("path", job_files(), ids=lambda p: p.name)
 def test_job_files_run_the_image_of_their_engine(path):
     config = yaml.safe_load(path.read_text())
     assert "executorImageUri" not in path.read_text()  # no prebuilt TensorFlow TPU image to run it
     for image, args in image_of(config):
-        keras = "--engine=keras" in args
-        assert image == IMAGES["Dockerfile.keras" if keras else "Dockerfile"], path.name
+        assert image == IMAGES[IMAGE_OF_ENGINE[engine_of(args)]], path.name
+
+
+def test_each_engine_has_a_vertex_job():
+    engines = {engine_of(args) for path in sorted((ROOT / "cloud").glob("vertex_*.yaml"))
+               for _, args in image_of(yaml.safe_load(path.read_text()))}
+    assert engines == set(IMAGE_OF_ENGINE)
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "cloud").glob("vertex_*.yaml")), ids=lambda p: p.name)
 def test_job_args_are_trainer_flags(path):
     for _, args in image_of(yaml.safe_load(path.read_text())):
-        if "--engine=keras" in args and "engine" not in table.DEFAULTS:
-            pytest.skip("the Keras engine's --engine setting has not landed in trainer/settings/table.py")
         typed, config_file = flags.parse_flags(args)  # SystemExit(2) on a flag the trainer lacks
-        assert config_file is None and typed["use_tpu"] in (True, "true", "True") and typed["tpu"] == "local"
+        assert config_file is None and typed["use_tpu"] in (True, "true", "True")
+        if engine_of(args) == "jax":  # JAX finds its VM's chips; the TPU settings are refused
+            params, sources = checks.merge(table.DEFAULTS, {}, typed, "flags")
+            checks.check_params(params, sources)  # ConfigError naming the first refused setting
+            assert "tpu" not in typed
+        else:
+            assert typed["tpu"] == "local"
 
 
 def load_fetch_pinned():
