@@ -67,9 +67,14 @@ def checkout_files():
             if not skipped.intersection(path.relative_to(ROOT).parts)}
 
 
+# Run in .venv-jax, where its own test is (make test-jax): it needs JAX beside TensorFlow.
+ELSEWHERE = {"bench_jax_train": ROOT / "tests" / "trainer" / "jax" / "test_bench_jax_train.py"}
+
+
 def test_every_bench_script_is_covered():
     scripts = {path.stem for path in (ROOT / "bench").glob("bench_*.py")}
-    assert scripts == set(SCRIPTS)
+    assert scripts == set(SCRIPTS) | set(ELSEWHERE)
+    assert all(f"bench.{script}" in test.read_text() for script, test in ELSEWHERE.items())
 
 
 @pytest.mark.process

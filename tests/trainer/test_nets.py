@@ -89,7 +89,7 @@ def test_efficientnet_input_is_standardised_once():
 def keras_own_preprocessing(name):
     """The layers keras.applications puts in front of name's network (include_preprocessing=True),
     taken from a build of the same code with one narrow block per stage (seconds, not minutes)."""
-    constructor = applications.APPLICATIONS[name].constructor
+    constructor = applications.APPLICATIONS[name].constructor_of()
     module = sys.modules[constructor.__module__]
     small = dict(include_top=False, weights=None, input_shape=(32, 32, 3), include_preprocessing=True)
     if name.startswith("convnext"):

@@ -3,14 +3,19 @@
 A TrainState is mirrored in tf.Variables and written by a tf.train.CheckpointManager, so
 the run room checks, repairs, lists and evaluates a JAX run's checkpoints as it does the
 other engines' (trainer/run/checkpoints.py), and names are shared: the network's weights
-by their Keras names under `network` (the moving averages as NAME + EMA_SUFFIX), as the
-Keras engine's checkpoints hold them. Hence the export reads a JAX checkpoint into the
+by their tf-keras names under `network` (the moving averages as NAME + EMA_SUFFIX), as the
+Keras engine's checkpoints hold them: Keras 3 names a few variables otherwise (a depthwise
+kernel "kernel", not "depthwise_kernel"; a layer of a nested block under the block's name), so
+each takes the name of the variable at its place in the network's tf-keras twin, which holds
+the same variables in the same order (twin_names). Hence the export reads a JAX checkpoint into the
 network's tf-keras twin by name (trainer/jax/export.py), and warm start reads any engine's
 checkpoint into the JAX network (trainer/run/warm_start.py). What only JAX has: the Keras 3
 optimizer's variables under `jax_optimizer` and dropout's seed state under `jax_rng`.
 
     .venv-jax/bin/python -m trainer.run.checkpoints OUT
 """
+import types
+
 import jax
 import numpy as np
 import tensorflow as tf
@@ -25,14 +30,24 @@ def host_value(array):
     return np.asarray(array.addressable_data(0)) if isinstance(array, jax.Array) else np.asarray(array)
 
 
+def twin_names(network, twin):
+    """{id(variable): the tf-keras name of the twin's variable at its place}, for every weight of
+    network (Keras 3); ValueError when the two builds do not hold the same shapes in order."""
+    ours, theirs = network.weights, twin.weights
+    if [tuple(v.shape) for v in ours] != [tuple(v.shape) for v in theirs]:
+        raise ValueError(f"{network.name}: the Keras 3 build and its tf-keras twin differ "
+                         f"({len(ours)} and {len(theirs)} variables, or their shapes)")
+    return {id(a): variable_names.variable_name(b) for a, b in zip(ours, theirs)}
+
+
 class CheckpointMirror:
     """tf.Variables holding a TrainState of model (trainer/jax/model.py JaxModel), by name."""
 
-    def __init__(self, model, params):
+    def __init__(self, model, params, names):
+        """names: twin_names' {id(variable): name} of the network's weights."""
         self.model = model
         state = model.initial_state()
         network = model.network
-        weights = {id(v) for v in network.weights}
         groups = {variable_names.NETWORK: {}, "jax_optimizer": {}, "jax_rng": {}}
         self.places = []  # (list name, index, tf.Variable) for every array of a TrainState
 
@@ -42,15 +57,16 @@ class CheckpointMirror:
             groups[group][name] = tf.Variable(host_value(value), trainable=False)
             self.places.append((list_name, index, groups[group][name]))
         for i, v in enumerate(network.trainable_variables):
-            mirror(variable_names.NETWORK, v.path, "trainable", i, state.trainable[i])
+            mirror(variable_names.NETWORK, names[id(v)], "trainable", i, state.trainable[i])
         for i, v in enumerate(network.non_trainable_variables):
-            group = variable_names.NETWORK if id(v) in weights else "jax_rng"
-            mirror(group, v.path, "non_trainable", i, state.non_trainable[i])
+            is_weight = id(v) in names  # else dropout's seed state
+            mirror(variable_names.NETWORK if is_weight else "jax_rng", names[id(v)] if is_weight else v.path,
+                   "non_trainable", i, state.non_trainable[i])
         for i, v in enumerate(model.optimizer.variables):
             mirror("jax_optimizer", v.path, "optimizer", i, state.optimizer[i])
         for j, (list_name, i) in enumerate(model.averaged):
             source = getattr(network, f"{list_name}_variables")[i]
-            mirror(variable_names.NETWORK, source.path + EMA_SUFFIX, "averages", j, state.averages[j])
+            mirror(variable_names.NETWORK, names[id(source)] + EMA_SUFFIX, "averages", j, state.averages[j])
         self.checkpoint = tf.train.Checkpoint(**groups)
         self.manager = tf.train.CheckpointManager(self.checkpoint, params["output_dir"],
                                                   max_to_keep=params["keep_checkpoint_max"],
@@ -85,14 +101,16 @@ def restore_latest(mirror, state, output_dir):
     return mirror.restore(prefix, state), step
 
 
-def warm_start_network(network, params):
+def warm_start_network(network, params, names):
     """A fresh run's network starts from --warm_start_from, any engine's checkpoint whose names
-    fit (trainer/run/warm_start.py's checks); returns {key in the source: variable}."""
+    fit (trainer/run/warm_start.py's checks, each variable by its tf-keras name: names);
+    returns {key in the source: variable}."""
     if not params["warm_start_from"] or not warm_start.is_fresh(params):
         return {}
     checkpoint = warm_start.source_checkpoint(params)
-    mapping = warm_start.assignment_map(checkpoint, network.weights, params)
+    named = [types.SimpleNamespace(path=names[id(v)], shape=v.shape, variable=v) for v in network.weights]
+    mapping = warm_start.assignment_map(checkpoint, named, params)
     reader = tf.train.load_checkpoint(checkpoint)
-    for key, variable in mapping.items():
-        variable.assign(reader.get_tensor(key))
-    return mapping
+    for key, place in mapping.items():
+        place.variable.assign(reader.get_tensor(key))
+    return {key: place.variable for key, place in mapping.items()}

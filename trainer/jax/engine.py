@@ -42,8 +42,9 @@ class JaxEngine(Engine):
         self.distribution = data.make_distribution()
         self.sharding = data.batch_sharding(self.distribution)
         self.model = model_lib.JaxModel(params)
-        checkpoint_lib.warm_start_network(self.model.network, params)  # before the averages copy it
-        self.mirror = checkpoint_lib.CheckpointMirror(self.model, params)
+        names = checkpoint_lib.twin_names(self.model.network, export_lib.build_twin(params))
+        checkpoint_lib.warm_start_network(self.model.network, params, names)  # before the averages copy it
+        self.mirror = checkpoint_lib.CheckpointMirror(self.model, params, names)
         self.state, _ = checkpoint_lib.restore_latest(
             self.mirror, data.replicated(self.model.initial_state(), self.sharding), params["output_dir"])
         self.eval_dir = os.path.join(params["output_dir"], EVAL_SUBDIR)

@@ -29,6 +29,10 @@ weights were trained on (keras.applications' preprocess_input):
 The head: global average pooling, dropout, a float32 Dense "logits" layer
 (the variables warm start leaves fresh by default).
 
+Built with either Keras: tf.keras (Keras 2: the Estimator and Keras engines) or Keras 3 (the
+JAX engine), from the same keras.applications constructor of each, so the variables come in
+the same order under the same names and weights move between them.
+
     .venv/bin/python -c "from trainer import nets; nets.build_network('mobilenet_v2', 5, 64, freeze_backbone=False, dropout_rate=0.2, batch_norm_momentum=0.9).summary()"
 """
 import contextlib
@@ -74,63 +78,81 @@ def efficientnetv2_input():
 
 
 class Application(typing.NamedTuple):
-    """A keras.applications network: its constructor, the conversion of [-1, 1] images to its
-    weights' input (None: [-1, 1] as is) and the constructor's other arguments."""
-    constructor: object
+    """A keras.applications network: its constructor's name, the conversion of [-1, 1] images to
+    its weights' input (None: [-1, 1] as is) and the constructor's other arguments."""
+    constructor: str
     convert: object
     options: dict = {}
+
+    def constructor_of(self, keras=tf.keras):
+        """The constructor in keras.applications of that Keras (tf.keras or Keras 3)."""
+        return getattr(keras.applications, self.constructor)
 
 
 # Their own preprocessing off (include_preprocessing=False): the conversion is ImageNetInput's.
 NO_PREPROCESSING = {"include_preprocessing": False}
 APPLICATIONS = {
-    "resnet50": Application(tf.keras.applications.ResNet50, caffe_input),
-    "efficientnet_b0": Application(tf.keras.applications.EfficientNetB0, torch_input_times_255),
-    "mobilenet_v2": Application(tf.keras.applications.MobileNetV2, None),
-    "efficientnetv2_b0": Application(tf.keras.applications.EfficientNetV2B0, torch_input, NO_PREPROCESSING),
-    "efficientnetv2_s": Application(tf.keras.applications.EfficientNetV2S, efficientnetv2_input,
-                                    NO_PREPROCESSING),
+    "resnet50": Application("ResNet50", caffe_input),
+    "efficientnet_b0": Application("EfficientNetB0", torch_input_times_255),
+    "mobilenet_v2": Application("MobileNetV2", None),
+    "efficientnetv2_b0": Application("EfficientNetV2B0", torch_input, NO_PREPROCESSING),
+    "efficientnetv2_s": Application("EfficientNetV2S", efficientnetv2_input, NO_PREPROCESSING),
     # pooling="avg": ConvNeXt's head pools, then layer-normalizes (the file's last layer norm).
-    "convnext_tiny": Application(tf.keras.applications.ConvNeXtTiny, torch_input,
-                                 dict(NO_PREPROCESSING, pooling="avg")),
+    "convnext_tiny": Application("ConvNeXtTiny", torch_input, dict(NO_PREPROCESSING, pooling="avg")),
 }
 
 
-class ImageNetInput(layers.Layer):
-    """x * scale + offset per channel (channels reversed first if asked); no variables.
+def make_imagenet_input(keras):
+    """The ImageNetInput layer class of a Keras: x * scale + offset per channel (channels reversed
+    first if asked); no variables. The same arithmetic in either Keras (slicing and NumPy
+    constants, which TensorFlow and JAX tensors both take).
 
     Computes in float32 whatever the policy (bfloat16 has ~3 significant digits:
     a 0-255 pixel minus a mean would lose its fractional part).
     """
+    class ImageNetInput(keras.layers.Layer):
+        def __init__(self, scale, offset, reverse_channels=False, **kwargs):
+            super().__init__(dtype="float32", **kwargs)
+            self.scale, self.offset, self.reverse_channels = scale, offset, reverse_channels
 
-    def __init__(self, scale, offset, reverse_channels=False, **kwargs):
-        super().__init__(dtype="float32", **kwargs)
-        self.scale, self.offset, self.reverse_channels = scale, offset, reverse_channels
+        def call(self, images):
+            if self.reverse_channels:
+                images = images[..., ::-1]
+            return images * np.asarray(self.scale, np.float32) + np.asarray(self.offset, np.float32)
 
-    def call(self, images):
-        if self.reverse_channels:
-            images = tf.reverse(images, axis=[-1])
-        return images * tf.constant(self.scale, tf.float32) + tf.constant(self.offset, tf.float32)
+        def get_config(self):
+            return dict(super().get_config(), scale=self.scale, offset=self.offset,
+                        reverse_channels=self.reverse_channels)
+    return ImageNetInput
 
-    def get_config(self):
-        return dict(super().get_config(), scale=self.scale, offset=self.offset,
-                    reverse_channels=self.reverse_channels)
+
+ImageNetInput = make_imagenet_input(tf.keras)  # tf.keras's, which hub_backbone.py uses too
+KERAS3_IMAGENET_INPUT = {}  # Keras 3's, made on first use (only the JAX engine imports Keras 3)
+
+
+def imagenet_input_of(keras):
+    if keras is tf.keras:
+        return ImageNetInput
+    if "class" not in KERAS3_IMAGENET_INPUT:
+        KERAS3_IMAGENET_INPUT["class"] = make_imagenet_input(keras)
+    return KERAS3_IMAGENET_INPUT["class"]
 
 
 @contextlib.contextmanager
-def global_policy(dtype):
+def global_policy(dtype, keras=tf.keras):
     """keras.applications take no dtype: they build under the global mixed-precision policy."""
-    before = tf.keras.mixed_precision.global_policy()
-    tf.keras.mixed_precision.set_global_policy(dtype)
+    before = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(dtype)
     try:
         yield
     finally:
-        tf.keras.mixed_precision.set_global_policy(before)
+        keras.mixed_precision.set_global_policy(before)
 
 
-def add_head(features, num_classes, dropout_rate, dtype):
+def add_head(features, num_classes, dropout_rate, dtype, keras=tf.keras):
     """[B, H, W, C] or [B, F] features -> [B, num_classes] float32 logits."""
-    if features.shape.rank == 4:
+    layers = keras.layers
+    if len(features.shape) == 4:
         features = layers.GlobalAveragePooling2D(dtype=dtype, name="pool")(features)
     features = layers.Dropout(dropout_rate, dtype=dtype, name="dropout")(features)
     # float32 logits: softmax and the loss stay accurate under bfloat16.
@@ -138,7 +160,7 @@ def add_head(features, num_classes, dropout_rate, dtype):
 
 
 @contextlib.contextmanager
-def float32_normalization(constructor):
+def float32_normalization(constructor, keras=tf.keras):
     """Builds the Normalization layers of a keras.applications model in float32.
 
     Under mixed_bfloat16 Keras gives a Normalization layer bfloat16 variables
@@ -151,27 +173,27 @@ def float32_normalization(constructor):
     if not hasattr(module_layers, "Normalization"):  # resnet, mobilenet_v2: none to build
         yield
         return
-    normalization = functools.partial(layers.Normalization, dtype="float32")
+    normalization = functools.partial(keras.layers.Normalization, dtype="float32")
     with mock.patch.object(module_layers, "Normalization", normalization):
         yield
 
 
-def build_backbone(name, image_size, dtype):
+def build_backbone(name, image_size, dtype, keras=tf.keras):
     """The keras.applications model without its top, renamed BACKBONE; no weights."""
-    constructor, _, options = APPLICATIONS[name]
+    constructor, options = APPLICATIONS[name].constructor_of(keras), APPLICATIONS[name].options
     smallest = table.NETWORKS[name].min_image_size  # keras.applications refuse smaller without the top
     if image_size < smallest:
         raise ValueError(f"model={name!r} needs image_size >= {smallest}, got {image_size}")
-    with global_policy(dtype), float32_normalization(constructor):
+    with global_policy(dtype, keras), float32_normalization(constructor, keras):
         application = constructor(weights=None, include_top=False,
                                    input_shape=(image_size, image_size, 3), **options)
     # The same layers (and variables) under a fixed name, so that model.py and
     # warm_start.py find the backbone whatever keras.applications called it.
-    return tf.keras.Model(application.inputs, application.outputs, name=BACKBONE)
+    return keras.Model(application.inputs, application.outputs[0], name=BACKBONE)  # one tensor out, in either Keras
 
 
 def build_application(name, num_classes, image_size, dtype, freeze_backbone, dropout_rate,
-                      batch_norm_momentum=None):
+                      batch_norm_momentum=None, keras=tf.keras):
     """[B, S, S, 3] images in [-1, 1] -> [B, num_classes] float32 logits.
 
     freeze_backbone: the backbone's variables are not trained and its batch
@@ -181,26 +203,27 @@ def build_application(name, num_classes, image_size, dtype, freeze_backbone, dro
     here acts in every graph model_fn builds and in Keras fit alike (None for
     convnext_tiny, which has none).
     """
-    backbone = build_backbone(name, image_size, dtype)
+    backbone = build_backbone(name, image_size, dtype, keras)
     backbone.trainable = not freeze_backbone
     for layer in backbone.layers:
-        if isinstance(layer, layers.BatchNormalization) and batch_norm_momentum is not None:
+        if isinstance(layer, keras.layers.BatchNormalization) and batch_norm_momentum is not None:
             layer.momentum = batch_norm_momentum
-    images = tf.keras.Input([image_size, image_size, 3], name="images")
+    images = keras.Input([image_size, image_size, 3], name="images")
     x = images
     convert = APPLICATIONS[name].convert
     if convert:
         scale, offset, reverse = convert()
-        x = ImageNetInput(scale, offset, reverse, name="imagenet_input")(x)
-    logits = add_head(backbone(x), num_classes, dropout_rate, dtype)
-    return tf.keras.Model(images, logits, name=name)
+        x = imagenet_input_of(keras)(scale, offset, reverse, name="imagenet_input")(x)
+    logits = add_head(backbone(x), num_classes, dropout_rate, dtype, keras)
+    return keras.Model(images, logits, name=name)
 
 
 def make_builder(name):
     """build(num_classes, image_size, dtype, **options) for nets.BUILDERS (options: the table's)."""
-    def build(num_classes, image_size, dtype, freeze_backbone, dropout_rate, batch_norm_momentum=None):
+    def build(num_classes, image_size, dtype, freeze_backbone, dropout_rate, batch_norm_momentum=None,
+              keras=tf.keras):
         return build_application(name, num_classes, image_size, dtype, freeze_backbone, dropout_rate,
-                                 batch_norm_momentum)
+                                 batch_norm_momentum, keras)
     return build
 
 

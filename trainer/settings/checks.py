@@ -176,6 +176,9 @@ def jax_problems(params, sources, named):
     problems = [f"{named(key)} means nothing to {named('engine')}: JAX trains on the TPU chips "
                 f"of the machine it runs on (a TPU VM, each host of a slice); drop it"
                 for key in JAX_UNREAD if sources.get(key, "default").startswith(("flag", "--config"))]
+    if params["backbone_learning_rate_multiplier"] != table.DEFAULTS["backbone_learning_rate_multiplier"]:
+        problems.append(f"{named('backbone_learning_rate_multiplier')}: {named('engine')} trains the "
+                        f"whole network with one optimizer so far; drop it or use --engine keras")
     network = table.NETWORKS.get(params["model"])
     if network is not None and not network.keras3:
         keras3 = sorted(name for name, net in table.NETWORKS.items() if net.keras3)

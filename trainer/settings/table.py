@@ -146,10 +146,11 @@ NETWORKS = {
     "small_cnn": Network(("cnn_filters", "dense_units", "dropout_rate"), keras3=True),
     "resnet": Network(("resnet_depth", "resnet_width"), keras3=True),
     # keras.applications backbones (trainer/nets/applications.py): Keras needs 32 px at least.
-    **{name: Network(BACKBONE_OPTIONS + ("batch_norm_momentum",), has_backbone=True, min_image_size=32)
+    **{name: Network(BACKBONE_OPTIONS + ("batch_norm_momentum",), has_backbone=True, min_image_size=32,
+                     keras3=True)
        for name in ("resnet50", "efficientnet_b0", "mobilenet_v2", "efficientnetv2_b0", "efficientnetv2_s")},
     # Layer norm, no batch norm: it reads no batch_norm_momentum.
-    "convnext_tiny": Network(BACKBONE_OPTIONS, has_backbone=True, min_image_size=32),
+    "convnext_tiny": Network(BACKBONE_OPTIONS, has_backbone=True, min_image_size=32, keras3=True),
     # A TF Hub module takes the momentum as an argument when its __call__ has one (hub_backbone.py).
     "hub": Network(("hub_module",) + BACKBONE_OPTIONS + ("batch_norm_momentum",), has_backbone=True),
 }
