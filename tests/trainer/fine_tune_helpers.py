@@ -60,7 +60,7 @@ def write_backbone_weights(name, image_size, path, seed=0):
     from trainer.nets import applications
     tf.keras.backend.clear_session()  # layer names as in a fresh process
     tf.keras.utils.set_random_seed(seed)
-    constructor = applications.APPLICATIONS[name][0]
+    constructor = applications.APPLICATIONS[name].constructor_of()
     backbone = constructor(weights=None, include_top=False, input_shape=(image_size, image_size, 3))
     # Moving statistics away from their 0/1 initial values, so that copying them is visible.
     for layer in backbone.layers:

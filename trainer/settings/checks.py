@@ -183,7 +183,7 @@ def jax_problems(params, sources, named):
     if network is not None and not network.keras3:
         keras3 = sorted(name for name, net in table.NETWORKS.items() if net.keras3)
         problems.append(f"{named('model')} is built with tf.keras only; {named('engine')} trains "
-                        f"{' and '.join(keras3)}: use --engine keras for it")
+                        f"{', '.join(keras3)}: use --engine keras for it")
     return problems
 
 

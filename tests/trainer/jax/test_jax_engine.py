@@ -99,11 +99,13 @@ def test_another_engine_on_a_jax_run_is_refused_in_one_line(copy_of_tiny_run):
 @pytest.mark.process
 def test_a_tf_keras_only_network_is_refused_before_anything_is_written(jax_run, tmp_path):
     data, _, _ = jax_run
-    result = run_trainer(*run_argv(data, tmp_path / "out"), "--model=mobilenet_v2", "--image_size=32")
+    result = run_trainer(*run_argv(data, tmp_path / "out"), "--model=hub", f"--hub_module={tmp_path}",
+                         "--image_size=32")
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert result.stderr.strip().splitlines()[-1] == (
-        "error: model='mobilenet_v2' (flag --model) is built with tf.keras only; engine='jax' (flag --engine) "
-        "trains resnet and small_cnn: use --engine keras for it")
+        "error: model='hub' (flag --model) is built with tf.keras only; engine='jax' (flag --engine) "
+        "trains convnext_tiny, efficientnet_b0, efficientnetv2_b0, efficientnetv2_s, mobilenet_v2, resnet, "
+        "resnet50, small_cnn: use --engine keras for it")
     assert not (tmp_path / "out").exists()
 
 
