@@ -1,6 +1,6 @@
 """Benchmark: the JAX engine's training steps/s against the Keras engine's, same network, batch and cached batches.
 
-    .venv-jax/bin/python -m bench.bench_jax_train            # from the repo root; ~4 minutes on 2 cores
+    .venv-jax/bin/python -m bench.bench_jax_train            # from the repo root; ~12 minutes on 2 cores
     .venv-jax/bin/python -m bench.bench_jax_train --quick    # 2 rounds of 30 steps
     .venv-jax/bin/python -m bench.bench_jax_train --models small_cnn --rounds 2 --steps 40
 
