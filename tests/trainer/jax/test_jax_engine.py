@@ -123,10 +123,17 @@ def test_warm_start_from_a_keras_engine_checkpoint(jax_run, tiny_run_of, tmp_pat
                            for name in started)
 
 
+def read_records(folder):
+    """{uri: record} of the prediction records (JSON lines) in folder."""
+    return {record["uri"]: record for path in glob.glob(str(folder / "predictions-*.jsonl"))
+            for record in map(json.loads, open(path))}
+
+
 @pytest.mark.process
-def test_tflite_and_predict_take_a_jax_run(jax_run, tmp_path):
-    """trainer.export_tflite converts the run's checkpoint through its tf-keras twin's export, and
-    --mode predict classifies every image once with the JAX network."""
+def test_tflite_predict_and_batch_prediction_take_a_jax_run(jax_run, tmp_path):
+    """trainer.export_tflite converts the run's checkpoint through its tf-keras twin's export;
+    --mode predict classifies every image once with the JAX network, and serving.batch_predict
+    (Beam's RunInference) the same images with the run's export, to the same probabilities."""
     data, out, params = jax_run
     result = run("trainer.export_tflite", "--output_dir", out, "--tflite_dir", tmp_path / "tflite",
                                 "--calibration_images", 4)
@@ -141,6 +148,13 @@ def test_tflite_and_predict_take_a_jax_run(jax_run, tmp_path):
     predicted = run_trainer(*run_argv(data, out), "--mode=predict", f"--predict_input={images}",
                             f"--predict_output_dir={tmp_path / 'predictions'}")
     assert predicted.returncode == 0, predicted.stderr[-3000:]
-    lines = [json.loads(line) for path in glob.glob(str(tmp_path / "predictions" / "predictions-*.jsonl"))
-             for line in open(path)]
-    assert len(lines) == len(jpegs) and all("error" not in record for record in lines), lines[:2]
+    by_jax = read_records(tmp_path / "predictions")
+    assert len(by_jax) == len(jpegs) and all("error" not in record for record in by_jax.values())
+    batch = run("serving.batch_predict", "--input_images", images, "--model_dir",
+                out / "export" / "image_classifier" / "4", "--output", tmp_path / "batch" / "predictions")
+    assert batch.returncode == 0, batch.stderr[-3000:]
+    by_export = read_records(tmp_path / "batch")
+    assert sorted(by_export) == sorted(by_jax)
+    for uri, record in by_jax.items():
+        assert by_export[uri]["class"] == record["class"]
+        assert abs(by_export[uri]["top_k"][0]["probability"] - record["top_k"][0]["probability"]) <= 1e-5
