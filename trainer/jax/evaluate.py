@@ -40,19 +40,12 @@ def batch_sums(logits, labels, weights, params):
 
 def run_eval_pass(logits_fn, state, dataset, sharding, params):
     """(metrics, the float64 [C, C] confusion matrix) of one pass; logits_fn(state, images)."""
-    totals, batch_losses = {}, []
-    for images, labels, weights in data.global_batches(dataset, sharding):
-        logits = multihost_utils.process_allgather(logits_fn(state, images), tiled=True)
-        labels, weights = (multihost_utils.process_allgather(x, tiled=True)
-                           for x in (labels, weights))
-        sums = batch_sums(np.asarray(logits), np.asarray(labels), np.asarray(weights), params)
-        for name, value in sums.items():
-            totals[name] = totals.get(name, 0.0) + value
-        batch_losses.append(sums["loss_sum"] / sums["present"] if sums["present"] else 0.0)
-    k = metrics.effective_top_k(params["num_classes"], params["top_k"])
-    results = metrics.metrics_from_sums(totals, k)
-    results["loss"] = float(np.mean(batch_losses))
-    return results, totals["confusion"]
+    def sums_of_each():
+        for images, labels, weights in data.global_batches(dataset, sharding):
+            logits, labels, weights = (np.asarray(multihost_utils.process_allgather(x, tiled=True))
+                                       for x in (logits_fn(state, images), labels, weights))
+            yield batch_sums(logits, labels, weights, params)
+    return metrics.results_of_batches(sums_of_each(), metrics.effective_top_k(params["num_classes"], params["top_k"]))
 
 
 def evaluate(engine, checkpoint_path, step):

@@ -56,16 +56,9 @@ def make_eval_step(network, strategy, params):
 
 def run_eval_pass(eval_step, dataset, params):
     """(metrics, the float64 [C, C] confusion matrix) of one pass over the eval set."""
-    totals, batch_losses = {}, []
-    for features, labels in dataset:
-        sums = {name: value.numpy().astype(np.float64) for name, value in eval_step(features, labels).items()}
-        for name, value in sums.items():
-            totals[name] = totals.get(name, 0.0) + value
-        batch_losses.append(sums["loss_sum"] / sums["present"] if sums["present"] else 0.0)
-    k = metrics.effective_top_k(params["num_classes"], params["top_k"])
-    results = metrics.metrics_from_sums(totals, k)
-    results["loss"] = float(np.mean(batch_losses))
-    return results, totals["confusion"]
+    sums_of_each = ({name: value.numpy().astype(np.float64) for name, value in eval_step(features, labels).items()}
+                    for features, labels in dataset)
+    return metrics.results_of_batches(sums_of_each, metrics.effective_top_k(params["num_classes"], params["top_k"]))
 
 
 def evaluate(network, eval_step, dataset, eval_dir, params, checkpoint_path):

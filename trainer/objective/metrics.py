@@ -1,8 +1,8 @@
 """Eval metric names and the weighted sums they are made of.
 
 The Estimator engine computes them with tf.compat.v1.metrics inside metric_fn
-(trainer/estimator/model.py); the Keras engine adds up batch_sums over the eval set
-and calls metrics_from_sums (trainer/keras/evaluate.py). Both count every eval image
+(trainer/estimator/model.py); the Keras and JAX engines add up batch_sums over the eval set
+(results_of_batches; trainer/keras/evaluate.py, trainer/jax/evaluate.py). Both count every eval image
 once with weight 1 and each zero-weight padding row not at all; the test that runs
 both engines on the same weights holds them to 1e-6 (tests/trainer/test_keras_equivalence.py).
 
@@ -72,3 +72,18 @@ def metrics_from_sums(sums, k):
     if k:
         metrics[top_k_name(k)] = float(sums["top_k"]) / total
     return metrics
+
+
+def results_of_batches(batch_sums_of_each, k):
+    """(metrics, the float64 [C, C] confusion matrix) of one pass: batch_sums_of_each yields each
+    batch's {name: float64} sums (batch_sums' plus "loss_sum" and "present", the smoothed loss
+    and the rows with a weight). "loss" is the Estimator's: the mean over batches of each
+    batch's mean loss (a batch of padding only counts 0)."""
+    totals, batch_losses = {}, []
+    for sums in batch_sums_of_each:
+        for name, value in sums.items():
+            totals[name] = totals.get(name, 0.0) + value
+        batch_losses.append(sums["loss_sum"] / sums["present"] if sums["present"] else 0.0)
+    results = metrics_from_sums(totals, k)
+    results["loss"] = float(np.mean(batch_losses))
+    return results, totals["confusion"]
