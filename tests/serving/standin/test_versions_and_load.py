@@ -95,7 +95,10 @@ def test_a_failed_version_is_retried_once_its_files_change(tmp_path, sample_jpeg
     try:
         first = client.predict(sample_jpegs[:1])["probabilities"]
         (base / "2").mkdir()
-        shutil.copy(staged / "saved_model.pb", base / "2")  # the copy has begun
+        # The copy has begun: saved_model.pb lands whole (renamed in), so a poll never reads it
+        # half-written, which failed it with another error first (a fresh clone's CI, ff72355).
+        shutil.copy(staged / "saved_model.pb", tmp_path / "saved_model.pb")
+        (tmp_path / "saved_model.pb").rename(base / "2" / "saved_model.pb")
         assert wait_for(lambda: version_states(client.status()) == [("2", "END"),
                                                                     ("1", "AVAILABLE")], 30)
         failed = client.status()["model_version_status"][0]["status"]
