@@ -13,6 +13,7 @@ imported: its C++ logging reads TF_CPP_MIN_LOG_LEVEL once, at load.
 """
 import argparse
 import contextlib
+import ctypes
 import difflib
 import importlib.abc
 import importlib.util
@@ -409,10 +410,22 @@ def exit_on_interrupt(describe_state):
             raise
         words, exit_code = STOPPED_BY[stopped_by]
         print(f"{words}: {describe_state()}", file=sys.stderr, flush=True)
+        forget_unhandled_ctrl_c()
         sys.exit(exit_code)
     finally:
         for handler in handlers:
             handler.removeFilter(drop_interrupt_records)
+
+
+def forget_unhandled_ctrl_c():
+    """Makes sys.exit's code the exit code after a Ctrl-C that was answered. CPython notes a
+    KeyboardInterrupt that escapes code a C extension ran with PyRun_String (pybind11's eval,
+    during TensorFlow's import) as unhandled, and then ends a `python -m` run by SIGINT whatever
+    sys.exit said (a fresh clone's test-keras saw -2, not 130, 4bdfc1a). Every PyRun_* call
+    clears that note first, so an empty one clears it."""
+    pythonapi = getattr(ctypes, "pythonapi", None)  # CPython only
+    if pythonapi is not None:
+        pythonapi.PyRun_SimpleString(b"")
 
 
 def drop_interrupt_records(record):

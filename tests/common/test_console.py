@@ -220,6 +220,29 @@ def test_a_stop_signal_that_an_import_turned_into_another_error_is_still_the_sto
     assert exited.value.code == code and capsys.readouterr().err == f"{words}: nothing written\n"
 
 
+# A `python -m` command whose Ctrl-C lands in code a C extension runs with PyRun_String (pybind11's
+# eval in TensorFlow's import): CPython notes it as unhandled and would end the run by SIGINT.
+CTRL_C_IN_PYRUN_MODULE = """import ctypes, signal
+from common import console
+run = ctypes.pythonapi.PyRun_String
+run.restype, run.argtypes = ctypes.py_object, [ctypes.c_char_p, ctypes.c_int, ctypes.py_object,
+                                               ctypes.py_object]
+with console.exit_on_interrupt(lambda: "nothing written"):
+    run(b"import signal; signal.raise_signal(signal.SIGINT)", 257, {}, {})  # 257: Py_file_input
+"""
+
+
+@pytest.mark.process
+def test_ctrl_c_inside_a_c_extensions_python_still_exits_130(tmp_path, repo_root):
+    """A fresh clone's test-keras saw -2 (ended by SIGINT) after the right line, 4bdfc1a."""
+    import sys
+    (tmp_path / "ctrl_c_in_pyrun.py").write_text(CTRL_C_IN_PYRUN_MODULE)
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{repo_root}")
+    result = subprocess.run([sys.executable, "-m", "ctrl_c_in_pyrun"], capture_output=True,
+                            text=True, env=env, timeout=60, cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (130, "interrupted (Ctrl-C): nothing written\n")
+
+
 def test_an_error_after_no_stop_signal_stays_itself(guarded_sigterm):
     with pytest.raises(ImportError, match="no numpy"):
         with console.exit_on_interrupt(lambda: pytest.fail("described")):
