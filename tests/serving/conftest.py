@@ -132,11 +132,15 @@ def b64(data):
 
 
 def wait_for(predicate, seconds=30):
-    """True once predicate() is, polling every 50 ms; False after `seconds`."""
+    """True once predicate() is, polling every 50 ms; False after `seconds`, when every
+    thread's stack goes to stderr (the failure's report shows where a server thread was)."""
+    import faulthandler
+    import sys
     import time
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if predicate():
             return True
         time.sleep(0.05)
+    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
     return False
