@@ -59,6 +59,7 @@ def resolve(flag_values, config_file=None):
     params = fit_to_data(params)
     if output_dir:
         params_file.check_same_run(saved, params)
+        params_file.check_eval_loss_compares(saved, params)
         record_counts.save()  # the first write of the run: every check has passed
     return params
 

@@ -1,6 +1,7 @@
 """The trainer refuses, in one line and before writing anything, what would silently give a
 wrong model: another dataset or network on an existing run, a second trainer on one output
-directory, data that does not match its metadata.json.
+directory, data that does not match its metadata.json. A resume that changes how the run
+learns (the table's on_resume="record") goes on, says each change and records it.
 
 The refusals are UserErrors, checked here in this process (the command prints one such line
 and exits 2: tests/trainer/test_run_state.py checks that through the real command); a second
@@ -8,6 +9,7 @@ trainer racing the first is two real commands.
 
     .venv/bin/python -m pytest tests/trainer/test_run_guard.py
 """
+import json
 import os
 import shutil
 import signal
@@ -22,7 +24,7 @@ from tests import user_commands
 from tests.conftest import write_dataset
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from trainer import chain, task
-from trainer.run import eval_records
+from trainer.run import checkpoints, eval_records, params_file
 from trainer.settings import table
 
 
@@ -79,6 +81,44 @@ def test_changing_the_network_is_refused_but_steps_may_change(copy_of_tiny_run):
     assert "image_size 16 -> 24" in line and "cnn_filters [4, 8] -> [8, 16]" in line
     assert (out / table.PARAMS_FILE).read_bytes() == params_before
     assert chain.parse_params(argv + ["--train_steps=6", "--steps_per_eval=3"])["train_steps"] == 6
+
+
+@pytest.mark.trains
+def test_a_resume_with_other_recipe_settings_says_each_in_one_line_and_records_them(copy_of_tiny_run, capsys):
+    """Issue 46 point 10: the command names every change (the eval loss's loudly: weight_decay's
+    L2 term is in it) and params.json keeps which settings applied from which step. The finished
+    run's rerun trains nothing, so the command takes a second, not the 10 of two more steps."""
+    data, out = copy_of_tiny_run()
+    capsys.readouterr()
+    task.main(data_argv(data, out) + ["--weight_decay=0", "--augment=randaugment"])
+    said = [line for line in capsys.readouterr().err.splitlines() if "with other settings" in line]
+    assert said == [
+        f"WARNING: output_dir='{out}' goes on from step 4 with other settings (recorded in params.json's "
+        f"recipe_changes): augment 'none' -> 'randaugment', weight_decay 0.0001 -> 0.0; the eval loss "
+        f"is made with weight_decay, so eval losses before and after step 4 do not compare "
+        f"(cross_entropy's do)"]
+    saved = json.loads((out / table.PARAMS_FILE).read_text())
+    first = {"step": 4, "changed": {"augment": ["none", "randaugment"], "weight_decay": [0.0001, 0.0]}}
+    assert saved["recipe_changes"] == [first] and saved["weight_decay"] == 0.0
+    # The next command reads the settings back (the history is no setting) and adds its own entry.
+    params = chain.parse_params(data_argv(data, out) + ["--gradient_clip_norm=1", "--train_steps=6"])
+    assert (params["weight_decay"], params["augment"]) == (0.0, "randaugment")
+    history = params_file.record_recipe_changes(params, checkpoints.checked_state(str(out), repair=False))
+    assert history == [first, {"step": 4, "changed": {"train_steps": [4, 6], "gradient_clip_norm": [0.0, 1.0]}}]
+
+
+@pytest.mark.trains
+def test_a_resume_changing_the_eval_loss_is_refused_while_early_stopping_compares_losses(copy_of_tiny_run):
+    data, out = copy_of_tiny_run()
+    argv = data_argv(data, out) + ["--label_smoothing=0.1"]
+    params_before = (out / table.PARAMS_FILE).read_bytes()
+    assert refusal(argv + ["--early_stopping_metric=loss"]) == (
+        f"label_smoothing 0.0 -> 0.1 changes what the eval loss measures from the checkpoints of "
+        f"output_dir='{out}' on, and early_stopping_metric='loss' would compare eval losses across them "
+        f"to pick the best export and stop early: pass --early_stopping_metric cross_entropy (the loss "
+        f"without label smoothing or weight decay) or accuracy, or keep label_smoothing=0.0")
+    assert (out / table.PARAMS_FILE).read_bytes() == params_before
+    assert chain.parse_params(argv + ["--early_stopping_metric=cross_entropy"])["label_smoothing"] == 0.1
 
 
 def wait_for_lock_holder(out, process, seconds=240):

@@ -55,6 +55,13 @@ def is_decoupled(params):
     return params["optimizer"] == "adamw"
 
 
+def settings_in_the_loss(params):
+    """The settings compute_loss is made with beyond the logits: the training loss's, and so
+    the eval metric "loss"'s (the eval metric cross_entropy has neither). Another value of
+    one makes losses before and after it measure different things."""
+    return ("label_smoothing",) if is_decoupled(params) else ("label_smoothing", "weight_decay")
+
+
 def weight_decay(network, params):
     """params["weight_decay"] x the L2 of the network's trainable kernels (tf.nn.l2_loss: half the
     sum of squares), the reference ResNet's term; 0 with a decoupled decay (adamw)."""

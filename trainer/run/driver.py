@@ -6,7 +6,8 @@ against metadata.json (trainer/data/data_checks.py), the checkpoints against wha
 claim (trainer/run/checkpoints.py) and the TPU is looked up; then the output
 directory's lock is taken (trainer/run/trainer_lock.py; not for predict, which writes
 elsewhere, nor for continuous_eval, which runs beside the trainer that holds it), the
-engine is made (a Keras TPU starts), OUT/params.json is written and the mode runs.
+engine is made (a Keras TPU starts), OUT/params.json is written (a resume's changed recipe
+settings said and recorded in it: trainer/run/params_file.py) and the mode runs.
 Which of these a mode needs, and the function that runs it, is its row of
 trainer/run/modes.py, read once here.
 A warm-start source is checked for damage before the lock, as the run's own checkpoints are. A data error during the run ends as one
@@ -75,6 +76,6 @@ def run_mode(params, mode, state, make_engine):
     # Made before params.json: a TPU that is found but does not start (the Keras engine starts
     # it here) leaves no params.json asking the next run for it.
     engine = make_engine(params)
-    if mode.writes_params:
-        params_file.write_params(params)
+    if mode.writes_params:  # a resume's changed recipe settings said in one line, and kept
+        params_file.write_params(params, params_file.record_recipe_changes(params, state))
     return mode.runs(engine, params, state)

@@ -2,20 +2,28 @@
 
 The chain (trainer/chain.py) merges an earlier run's params.json under the new settings
 and refuses a resume with other run-identity settings (check_same_run); the driver writes
-params.json once a run's checks have passed (trainer/run/driver.py); an evaluation job
-beside a trainer, and the report, read the trainer's.
+params.json once a run's checks have passed (trainer/run/driver.py), with the recipe
+settings a resume changed (the table's on_resume="record") said in one line and appended
+to its recipe_changes; an evaluation job beside a trainer, and the report, read the trainer's.
 
     .venv/bin/python -c "from trainer.run import params_file; print(params_file.read_saved_params('OUT'))"
 """
 import json
+import logging
 import os
 
 import tensorflow as tf
 
 from common import atomic_write
+from trainer.objective import loss as loss_lib
 from trainer.run import checkpoints
 from trainer.settings import table
 from trainer.settings.checks import ConfigError
+
+# params.json's key for the recipe changes of resumes: [{"step": N, "changed": {key: [from, to]}}],
+# oldest first; each applies from its step on. Not a setting: never merged into params.
+RECIPE_CHANGES_KEY = "recipe_changes"
+_LOGGER = logging.getLogger(__name__)
 
 
 def check_is_not_a_file(directory, key):
@@ -30,12 +38,21 @@ def check_is_not_a_file(directory, key):
 
 
 def read_saved_params(output_dir):
-    """OUT/params.json of an earlier run, except its per-command settings ({} if there is none).
+    """OUT/params.json of an earlier run, except its per-command settings and its
+    recipe_changes ({} if there is none).
 
     The mode is per command: an export-only run must not turn the next plain rerun of
     the training command into another export; nor may one prediction run's input or
-    export choose what the next one reads. A file that is not a JSON mapping is refused.
+    export choose what the next one reads.
     """
+    saved = read_params_file(output_dir)
+    for key in table.PER_COMMAND_KEYS + (RECIPE_CHANGES_KEY,):
+        saved.pop(key, None)
+    return saved
+
+
+def read_params_file(output_dir):
+    """OUT/params.json as written ({} if there is none); one that is not a JSON mapping is refused."""
     if not output_dir:
         return {}
     check_is_not_a_file(output_dir, "output_dir")
@@ -50,17 +67,47 @@ def read_saved_params(output_dir):
                               f"--output_dir") from None
     if not isinstance(saved, dict):
         raise ConfigError(f"{path} is not a mapping of settings: restore it, or use a new --output_dir")
-    for key in table.PER_COMMAND_KEYS:
-        saved.pop(key, None)
     return saved
 
 
-def write_params(params):
-    """Writes OUT/params.json (sorted keys, so runs diff cleanly); returns its path."""
+def write_params(params, recipe_changes=()):
+    """Writes OUT/params.json (sorted keys, so runs diff cleanly), with recipe_changes when
+    there are any (record_recipe_changes); returns its path."""
     tf.io.gfile.makedirs(params["output_dir"])
     path = os.path.join(params["output_dir"], table.PARAMS_FILE)
-    atomic_write.write_text(path, json.dumps(params, indent=2, sort_keys=True) + "\n")
+    written = dict(params, **{RECIPE_CHANGES_KEY: list(recipe_changes)}) if recipe_changes else params
+    atomic_write.write_text(path, json.dumps(written, indent=2, sort_keys=True) + "\n")
     return path
+
+
+def record_recipe_changes(params, state):
+    """params.json's recipe_changes for this command: the earlier run's, plus one entry when
+    it goes on from the checkpoint state.prefix with other recipe settings, each change
+    said (from -> to) in one line. [] for a fresh run: the new settings simply apply.
+    Read here, under the run's lock, not from the chain's earlier read."""
+    saved = read_params_file(params["output_dir"]) if state.prefix else {}
+    if not saved:
+        return []
+    history = list(saved.get(RECIPE_CHANGES_KEY, []))
+    changed = {key: [saved_value(saved, key), params[key]] for key in table.RECIPE_KEYS
+               if saved_value(saved, key) != params[key]}
+    if changed:
+        _LOGGER.warning("%s", describe_recipe_changes(params, state.step, changed))
+        history.append({"step": state.step, "changed": changed})
+    return history
+
+
+def describe_recipe_changes(params, step, changed):
+    """The one line that names each recipe change; a loud one (WARNING:, as dataset_info's) when
+    the eval loss is made with a changed setting, since its curve then jumps for that alone."""
+    line = (f"output_dir={params['output_dir']!r} goes on from step {step} with other settings "
+            f"(recorded in {table.PARAMS_FILE}'s {RECIPE_CHANGES_KEY}): "
+            + ", ".join(describe_change(key, before, after) for key, (before, after) in changed.items()))
+    in_loss = [key for key in loss_lib.settings_in_the_loss(params) if key in changed]
+    if not in_loss:
+        return line
+    return (f"WARNING: {line}; the eval loss is made with {' and '.join(in_loss)}, so eval losses "
+            f"before and after step {step} do not compare (cross_entropy's do)")
 
 
 def check_same_run(saved, params):
@@ -68,7 +115,7 @@ def check_same_run(saved, params):
     output_dir holds; nothing has been written yet. Without a checkpoint there is
     nothing to mismatch, and the new settings simply replace params.json."""
     output_dir = params["output_dir"]
-    if not saved or not checkpoints.list_checkpoints(output_dir):  # by the files: the state may be lost
+    if not has_checkpoints(saved, output_dir):
         return
     keys = table.RUN_IDENTITY_KEYS + table.NETWORKS[params["model"]].options
     before = {key: saved_value(saved, key) for key in keys}
@@ -78,6 +125,30 @@ def check_same_run(saved, params):
         raise ConfigError(
             f"output_dir={output_dir!r} holds checkpoints of a run built with other settings: "
             f"{'; '.join(changed)}. Use a new --output_dir (or the earlier settings and dataset)")
+
+
+def check_eval_loss_compares(saved, params):
+    """ConfigError when a resume changes a setting the eval loss is made with while
+    early_stopping_metric='loss' picks the best export and stops early by comparing eval
+    losses, the earlier steps' with the later ones'; nothing has been written yet."""
+    if params["early_stopping_metric"] != "loss" or not saved:
+        return
+    changed = [key for key in loss_lib.settings_in_the_loss(params) if saved_value(saved, key) != params[key]]
+    if not changed or not has_checkpoints(saved, params["output_dir"]):
+        return
+    key = changed[0]
+    raise ConfigError(
+        f"{describe_change(key, saved_value(saved, key), params[key])} changes what the eval loss "
+        f"measures from the checkpoints of output_dir={params['output_dir']!r} on, and "
+        f"early_stopping_metric='loss' would compare eval losses across them to pick the best export "
+        f"and stop early: pass --early_stopping_metric cross_entropy (the loss without label smoothing "
+        f"or weight decay) or accuracy, or keep {key}={saved_value(saved, key)!r}")
+
+
+def has_checkpoints(saved, output_dir):
+    """True when output_dir holds an earlier run's params.json and checkpoints (by the files:
+    the state may be lost). Without a checkpoint there is nothing to resume."""
+    return bool(saved) and bool(checkpoints.list_checkpoints(output_dir))
 
 
 NOT_SAVED = object()

@@ -13,7 +13,7 @@ which Beam's option parsing also needs), a YAML file and a saved JSON file, and
 plain table reads top to bottom like nanoGPT's defaults, carries tensorflow/models'
 `restrictions` as `allowed`, and imports nothing heavier than `re`.
 
-    .venv/bin/python -m trainer.settings.table          # the table as text: group, name, default, allowed
+    .venv/bin/python -m trainer.settings.table          # the table as text: group, name, default, allowed, on_resume
 """
 import dataclasses
 import math
@@ -93,6 +93,17 @@ def is_regex(text):
     return True
 
 
+# What a setting's new value does when OUT holds checkpoints of a run made with another
+# (docs/training.md#resuming-with-other-settings). A network's options (NETWORKS) are
+# refused for the network that reads them, whatever their column says.
+ON_RESUME = {
+    "refuse": "what the checkpoints were built for: refused in one line, nothing written",
+    "record": "how the run learns: taken, named (from -> to) in one line and appended to "
+              "params.json's recipe_changes with the step it applies from",
+    "allow": "how the run is operated (paths, TPU, intervals, evaluation, logging): taken",
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class Setting:
     """One setting. Its type is its default's (a None default: a string, unset unless given).
@@ -100,8 +111,8 @@ class Setting:
     allowed: a rule (Interval, OneOf, Matches, Predicate), checked on every value, from
     any source; a list setting's rule applies to each item. Every float is also refused
     when NaN or infinite. per_command: what one command does (never carried over from
-    an earlier run's params.json). identity: what a run's checkpoints were built for
-    (resuming with another value is refused). aliases: other flag names.
+    an earlier run's params.json). on_resume: what another value does to a run whose
+    checkpoints OUT holds (ON_RESUME; trainer/run/params_file.py). aliases: other flag names.
     """
     name: str
     default: object
@@ -109,10 +120,14 @@ class Setting:
     allowed: object = None
     reason: str = ""
     per_command: bool = False
-    identity: bool = False
+    on_resume: str = "allow"
     required: bool = False
     aliases: tuple = ()
     group: str = ""
+
+    def __post_init__(self):
+        if self.on_resume not in ON_RESUME:
+            raise ValueError(f"{self.name}: on_resume={self.on_resume!r} is not one of {list(ON_RESUME)}")
 
     @property
     def kind(self):
@@ -211,7 +226,7 @@ GROUPS = (
         S("engine", "estimator", "estimator: TPUEstimator (trainer/estimator/); keras: TPUStrategy and "
           "a Keras model (trainer/keras/); jax: Keras 3 on JAX (trainer/jax/, .venv-jax); on the "
           "same data, settings, run directory and exports",
-          OneOf(ENGINES), identity=True,
+          OneOf(ENGINES), on_resume="refuse",
           reason="TPUEstimator ends with TensorFlow 2.15; a run's checkpoints are its engine's"),
     )),
     ("TPU: off by default, the same engine then runs on CPU/GPU", (
@@ -233,7 +248,7 @@ GROUPS = (
         S("model", "small_cnn", "small_cnn (the flowers sample's), resnet (CIFAR-style); for photos "
           "resnet50, efficientnet_b0, mobilenet_v2, efficientnetv2_b0, efficientnetv2_s, convnext_tiny "
           "(keras.applications) or hub (--hub_module)",
-          OneOf(tuple(NETWORKS)), identity=True),
+          OneOf(tuple(NETWORKS)), on_resume="refuse"),
         S("cnn_filters", [32, 64], "small_cnn: filters of each conv/pool block", POSITIVE,
           reason="2 blocks fit 32 px digits"),
         S("dense_units", 128, "small_cnn: width of the hidden dense layer", POSITIVE),
@@ -257,84 +272,88 @@ GROUPS = (
           "eval's statistics near their start for thousands of steps"),
         S("backbone_learning_rate_multiplier", 1.0, "backbone networks: the backbone's learning rate "
           "relative to the head's (e.g. 0.1 to fine-tune gently)", Interval("> 0"),
-          reason="--freeze_backbone, not 0, trains the head only"),
+          reason="--freeze_backbone, not 0, trains the head only", on_resume="record"),
         S("hub_module", None, "model hub: a TF2 SavedModel image feature vector (TF Hub format)"),
     )),
     ("Input (trainer/data/input.py)", (
         S("image_size", 32, "height = width of the network's input, in pixels", Interval(">= 8"),
-          identity=True, reason="the demo digits are 32x32; use 224 for photos"),
+          on_resume="refuse", reason="the demo digits are 32x32; use 224 for photos"),
         S("transpose_input", False, "TPU: batch-last infeed (Estimator engine)",
           reason="faster on TPU; a needless copy on CPU"),
         S("cache_dataset", True, "keep the records in memory after the first epoch",
           reason="the demo set is a few MB; turn off for data that does not fit RAM"),
         S("random_flip", False, "mirror training images left-right at random",
-          reason="off: a mirrored digit is another glyph; on for photos"),
+          reason="off: a mirrored digit is another glyph; on for photos", on_resume="record"),
         S("min_crop_area", 0.85, "smallest fraction of the image a training crop keeps",
-          Interval("(0, 1]"), reason="light augmentation; the reference ResNet uses 0.08 for photos"),
+          Interval("(0, 1]"), on_resume="record",
+          reason="light augmentation; the reference ResNet uses 0.08 for photos"),
         S("shuffle_buffer", 2048, "records in the training shuffle buffer", POSITIVE,
           reason="larger than the demo train split, so it shuffles it fully"),
     )),
     ("Augmentation: training input only, off by default (trainer/data/augment.py, trainer/data/mix.py)", (
         S("augment", "none", "none; randaugment (--randaugment_num_ops random ops of one magnitude per "
           "image); autoaugment (the ImageNet policy, v0 of the AutoAugment paper)",
-          OneOf(AUGMENT_POLICIES),
+          OneOf(AUGMENT_POLICIES), on_resume="record",
           reason="off: the demo digits lose their meaning under inversion and solarizing; on for photos"),
         S("randaugment_num_ops", 2, "randaugment: ops applied in turn to each image (N in the paper)",
-          Interval("[1, 10]"), reason="Model Garden's and timm's 2"),
+          Interval("[1, 10]"), reason="Model Garden's and timm's 2", on_resume="record"),
         S("randaugment_magnitude", 9.0, "randaugment: the strength of every op, 0 (none) to 10 (rotate "
           "30 degrees, shear 0.3, translate 45% of the image)", Interval("[0, 10]"),
-          reason="timm's rand-m9 recipes; Model Garden's config uses the maximum, 10"),
+          on_resume="record", reason="timm's rand-m9 recipes; Model Garden's config uses the maximum, 10"),
         S("random_erasing", 0.0, "chance that a training image gets one random rectangle (2%-33% of "
           "its area) replaced by noise", Interval("[0, 1]"),
-          reason="timm's --reprob and Model Garden's; 0.25 in their recipes"),
+          reason="timm's --reprob and Model Garden's; 0.25 in their recipes", on_resume="record"),
         S("mixup_alpha", 0.0, "0 = off; else each training image is blended with another of its batch, "
           "the share lambda ~ Beta(alpha, alpha), and their labels in the same shares",
-          NON_NEGATIVE, reason="0.8 in timm's and Model Garden's recipes"),
+          NON_NEGATIVE, reason="0.8 in timm's and Model Garden's recipes", on_resume="record"),
         S("cutmix_alpha", 0.0, "0 = off; else a box of another image of the batch is pasted in, "
           "labels shared by area, lambda ~ Beta(alpha, alpha)", NON_NEGATIVE,
-          reason="1.0 in timm's and Model Garden's recipes"),
+          reason="1.0 in timm's and Model Garden's recipes", on_resume="record"),
         S("mixup_switch_prob", 0.5, "with both --mixup_alpha and --cutmix_alpha: the chance a batch "
-          "gets CutMix instead of mixup", Interval("[0, 1]"), reason="timm's --mixup-switch-prob"),
+          "gets CutMix instead of mixup", Interval("[0, 1]"), on_resume="record",
+          reason="timm's --mixup-switch-prob"),
     )),
     ("Optimisation", (
-        S("train_batch_size", 64, "global training batch", POSITIVE, reason="TPU users raise it (1024 on a v3-8)"),
+        S("train_batch_size", 64, "global training batch", POSITIVE, on_resume="record",
+          reason="TPU users raise it (1024 on a v3-8)"),
         S("eval_batch_size", 128, "global eval batch; eval is padded with zero-weight rows", POSITIVE),
         S("predict_batch_size", 8, "global predict batch", POSITIVE, reason="TPUEstimator.predict needs one"),
-        S("train_steps", 1500, "global steps to train", POSITIVE, reason="~70 epochs of the demo split"),
+        S("train_steps", 1500, "global steps to train (the learning-rate schedule's length)", POSITIVE,
+          on_resume="record", reason="~70 epochs of the demo split"),
         S("steps_per_eval", 500, "train this many steps between evaluations", POSITIVE),
         S("optimizer", "adam", "momentum (the reference ResNet's), adam, or adamw (Adam with decoupled "
           "weight decay, Loshchilov & Hutter: --weight_decay shrinks the kernels in the step instead "
           "of adding L2 to the loss)", OneOf(OPTIMIZERS),
-          identity=True, reason="its slots are in the checkpoints"),
+          on_resume="refuse", reason="its slots are in the checkpoints"),
         S("learning_rate", 0.01, "at learning_rate_batch_size; scaled linearly with the batch",
-          Interval("> 0")),
+          Interval("> 0"), on_resume="record"),
         S("learning_rate_batch_size", 256, "the batch learning_rate is given for", POSITIVE,
-          reason="Goyal et al.: lr = learning_rate * batch / 256"),
+          reason="Goyal et al.: lr = learning_rate * batch / 256", on_resume="record"),
         S("warmup_steps", 100, "linear learning-rate warm-up steps", NON_NEGATIVE,
-          reason="large scaled rates diverge in the first steps"),
-        S("momentum", 0.9, "momentum optimizer only", FRACTION),
+          reason="large scaled rates diverge in the first steps", on_resume="record"),
+        S("momentum", 0.9, "momentum optimizer only", FRACTION, on_resume="record"),
         S("weight_decay", 1e-4, "momentum and adam: L2 on the kernels, added to the loss; adamw: "
           "each step also takes learning_rate x weight_decay x kernel off every kernel (decoupled, "
           "no L2 term in the loss; must then be < 1, e.g. 0.05). Biases, batch-norm and layer-norm "
-          "variables are never decayed", NON_NEGATIVE,
+          "variables are never decayed", NON_NEGATIVE, on_resume="record",
           reason="the reference ResNet's L2 value; AdamW recipes (timm, Model Garden) use 0.05"),
         S("gradient_clip_norm", 0.0, "clip the gradients to this global norm (all trainable variables "
           "together, after the sum over TPU cores or replicas); 0 = off", NON_NEGATIVE,
           reason="off: the demo trains without; 1.0 is timm's and Model Garden's value for fine-tuning "
-          "with AdamW"),
+          "with AdamW", on_resume="record"),
         S("lr_schedule", "cosine", "after the warm-up: cosine to 0 at train_steps, or step (x0.1 at 30, "
           "60 and 80 of 90 epochs' share of train_steps)", OneOf(("cosine", "step")),
-          reason="cosine is the demo's, tuned with it; step is the reference ResNet's"),
+          on_resume="record", reason="cosine is the demo's, tuned with it; step is the reference ResNet's"),
         S("label_smoothing", 0.0, "0 = plain cross entropy", FRACTION,
-          reason="the reference ResNet uses 0.1 on ImageNet"),
+          reason="the reference ResNet uses 0.1 on ImageNet", on_resume="record"),
         S("moving_average_decay", 0.0, "0 = off; else evaluate and export an exponential moving average "
-          "of the weights", FRACTION, identity=True,
+          "of the weights", FRACTION, on_resume="refuse",
           reason="0.9999 (the reference ResNet's) suits long runs; ~0.99 a few hundred steps"),
         S("top_k", signature.DEFAULT_TOP_K, "eval top-k accuracy, k = min(top_k, num_classes - 1)",
           POSITIVE),
         S("seed", 0, "1 or more: the same run again from the same seed (initial weights, shuffles, "
           "crops, flips, dropout) on the same machine and TensorFlow; 0 = unseeded, every run differs",
-          NON_NEGATIVE, identity=True,
+          NON_NEGATIVE, on_resume="refuse",
           reason="0 leaves each run (and each tuning trial) a new sample; a seed makes one repeatable, "
           "e.g. to compare the engines"),
     )),
@@ -377,9 +396,9 @@ GROUPS = (
     )),
     ("Your own TFRecords: no labels.txt / metadata.json beside them (trainer/data/byo_records.py)", (
         S("num_classes", 0, "class count of such records (0 = read from labels.txt)", CLASS_COUNT,
-          identity=True),
+          on_resume="refuse"),
         S("label_offset", 0, "subtracted from image/class/label: 1 for tensorflow/tpu's 1-based records",
-          NON_NEGATIVE, identity=True),
+          NON_NEGATIVE, on_resume="refuse"),
         S("num_train_examples", 0, "train records there (0 = counted once, cached in "
           "OUT/record_counts.json)", NON_NEGATIVE, per_command=True,
           reason="the split sizes belong to this command's globs"),
@@ -397,7 +416,9 @@ PARAMS_FILE = "params.json"  # OUT/params.json: the resolved settings, beside th
 DATASET_KEYS = ("labels",)
 PER_COMMAND_KEYS = tuple(name for name, s in SETTINGS.items() if s.per_command)
 # What a run was built for, with the chosen network's options (NETWORKS) added.
-RUN_IDENTITY_KEYS = DATASET_KEYS + tuple(name for name, s in SETTINGS.items() if s.identity)
+RUN_IDENTITY_KEYS = DATASET_KEYS + tuple(name for name, s in SETTINGS.items() if s.on_resume == "refuse")
+# How the run learns: a resume may change them; each change is said and recorded.
+RECIPE_KEYS = tuple(name for name, s in SETTINGS.items() if s.on_resume == "record")
 # TPUEstimator puts these in the params it passes on (use_tpu from its own argument):
 # never passed to it in params (estimator_params).
 TPU_ESTIMATOR_KEYS = ("batch_size", "context", "use_tpu")
@@ -413,7 +434,8 @@ def main():
         print(title)
         for setting in settings:
             rule = setting.describe_allowed()
-            print(f"  {setting.name} = {setting.default!r}" + (f"  ({rule})" if rule else ""))
+            on_resume = f"  [on a resume: {setting.on_resume}]" if setting.on_resume != "allow" else ""
+            print(f"  {setting.name} = {setting.default!r}" + (f"  ({rule})" if rule else "") + on_resume)
 
 
 if __name__ == "__main__":
