@@ -148,7 +148,7 @@ def test_evaluation_ignores_the_augmentation(write_tfrecord_dataset):
 def test_a_run_trains_with_every_augmentation_and_resumes_with_another(tiny_dataset, tmp_path, engine):
     """Through the trainer: mixed soft labels reach the engine's loss and the run finishes; a
     changed augmentation on its checkpoints is not a change of what the run is (the table marks
-    none of these settings identity), so resuming with it is allowed, as with --min_crop_area."""
+    these settings on_resume="record"), so resuming with it is allowed, as with --min_crop_area."""
     from trainer import chain, task
     argv = as_argv(dict(TINY_FLAGS, train_data_path=f"{tiny_dataset}/train-*", mode="train",
                         eval_data_path=f"{tiny_dataset}/eval-*", output_dir=tmp_path / "out",

@@ -9,6 +9,8 @@ checkpoint or event file.
 """
 import json
 import math
+import pathlib
+import re
 import subprocess
 import sys
 
@@ -192,6 +194,19 @@ def test_the_networks_the_table_names_are_the_ones_nets_builds():
     assert set(nets.BUILDERS) == set(table.NETWORKS)
     for network in table.NETWORKS.values():
         assert set(network.options) <= set(table.SETTINGS)
+
+
+def test_training_md_lists_what_a_resume_refuses_and_what_it_records():
+    """docs/training.md's resume table names each setting in the row its on_resume says (the
+    network options, refused for the network that reads them, with the refused)."""
+    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text()
+    rows = {row.split("|")[1].strip(): set(re.findall(r"`--(\w+)`", row))
+            for row in text.split("## Resuming with other settings", 1)[1].splitlines()
+            if row.startswith(("| refused", "| recorded"))}
+    options = {option for network in table.NETWORKS.values() for option in network.options}
+    by_column = {column: {n for n, s in table.SETTINGS.items() if s.on_resume == column}
+                 for column in table.ON_RESUME}
+    assert rows == {"refused": by_column["refuse"] | options, "recorded": by_column["record"]}
 
 
 def test_more_warmup_images_than_the_eval_split_are_clamped_with_a_line(tiny_argv, caplog):
