@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from common import record_schema, signature
 from trainer import task
-from trainer.run import checkpoints, eval_records
+from trainer.run import checkpoints, eval_records, input_images
 
 
 def served_predictions(export_dir, signature_name, jpegs, keys=None):
@@ -31,6 +31,20 @@ def summary_tags(directory):
         for event in tf.compat.v1.train.summary_iterator(path):
             tags.update(value.tag for value in event.summary.value)
     return tags
+
+
+def training_images(output_dir):
+    """{step: uint8 [3, S, S, 3]} of the train_input/image/0..2 summaries in output_dir's event
+    files (trainer/run/input_images.py)."""
+    found = {}
+    for path in tf.io.gfile.glob(f"{output_dir}/events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                index = input_images.shown_index(value.tag)
+                if index is not None and value.HasField("image"):
+                    found.setdefault(event.step, {})[index] = tf.io.decode_png(
+                        value.image.encoded_image_string).numpy()
+    return {step: np.stack([shown[i] for i in sorted(shown)]) for step, shown in found.items()}
 
 
 def read_eval_split(params):

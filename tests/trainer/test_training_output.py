@@ -1,5 +1,6 @@
 """What a short run writes as it trains: TensorBoard's training scalars at every
---save_summary_steps (not only where a training call ends), each progress line once, and
+--save_summary_steps (not only where a training call ends), the augmented input images of those
+steps, each progress line once, and
 the progress line's loss that of TensorBoard's. In this process: the lines are the
 "trainer.run.progress" logger's, on the stderr pytest captures (what a terminal shows of a whole
 run: tests/trainer/test_cli_output.py).
@@ -11,13 +12,16 @@ import glob
 import os
 import re
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
 from tests.conftest import write_dataset
 from tests.engines import needs_estimator
+from tests.trainer.run_checks import training_images
 from tests.trainer.conftest import TINY_FLAGS, as_argv
-from trainer import task
+from trainer import chain, task
+from trainer.data import input as input_lib
 
 pytestmark = pytest.mark.trains
 
@@ -38,6 +42,21 @@ def training_scalars(output_dir):
                               else float(tf.make_ndarray(value.tensor)))
                     found.append((value.tag, event.step, number))
     return found
+
+
+def check_input_images(output_dir, steps, params):
+    """TensorBoard's train_input/image/0..2 are at the scalars' steps, and the first of them shows
+    the first three images of the batch its step trained on, erased and mixed, pixel for pixel
+    (params' seeded stream read again; a step's batch is the step-th of its round's stream)."""
+    images = training_images(output_dir)
+    assert sorted(images) == steps
+    assert {shown.shape for shown in images.values()} == {(3, 16, 16, 3)}
+    stream = input_lib.make_input_fn(params["train_data_path"], input_lib.TRAIN,
+                                     seed=input_lib.train_seed(params["seed"], 0))
+    features, _ = next(iter(stream(dict(params, batch_size=params["train_batch_size"])).skip(steps[0] - 1)))
+    expected = np.round((features["image"][:3].numpy() + 1.0) * 127.5)
+    np.testing.assert_allclose(images[steps[0]], expected, atol=1)
+    assert images[steps[0]].std() > 10  # not a blank or flat batch
 
 
 def training_scalar_steps(output_dir):
@@ -67,12 +86,16 @@ def test_summaries_at_every_save_summary_steps_and_each_progress_line_once(tiny_
     out = tmp_path / "out"
     # Two rounds of one 4-step call each (save_checkpoints_steps 4 ends the calls); the first
     # call traces the train function, so it outlasts --progress_seconds 1 and prints on time.
-    stderr = stderr_of_run(dict(
+    # Seeded and augmented: the input images are checked against the stream read again.
+    flags = dict(
         TINY_FLAGS, train_data_path=f"{tiny_dataset}/train-*", eval_data_path=f"{tiny_dataset}/eval-*",
         output_dir=out, engine=engine, train_steps=8, steps_per_eval=4, save_checkpoints_steps=4,
-        save_summary_steps=2, progress_seconds=1), capsys)
+        save_summary_steps=2, progress_seconds=1, seed=7, random_erasing=1.0, mixup_alpha=0.4,
+        cutmix_alpha=1.0)
+    stderr = stderr_of_run(flags, capsys)
     assert training_scalar_steps(out) == {tag: SUMMARY_STEPS[engine]
                                           for tag in ("loss", "learning_rate", "train_accuracy")}
+    check_input_images(out, SUMMARY_STEPS[engine], chain.parse_params(as_argv(flags)))
     progress = [line for line in stderr.splitlines() if re.match(r"step \d+/8", line)]
     shown = [line.split()[1] for line in progress]
     assert "4/8" in shown and "8/8" in shown, stderr[-3000:]

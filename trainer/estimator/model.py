@@ -28,7 +28,7 @@ from trainer.estimator import optimizer as optimizer_lib
 from trainer.export import contract
 from trainer.objective import averages, loss as loss_lib, metrics as metrics_lib, schedule
 from trainer.objective.metrics import CONFUSION_MATRIX_METRIC, batch_accuracy, effective_top_k
-from trainer.run import progress, warm_start
+from trainer.run import input_images, progress, warm_start
 
 ModeKeys = tf.estimator.ModeKeys
 TPUEstimatorSpec = tf.compat.v1.estimator.tpu.TPUEstimatorSpec
@@ -75,10 +75,9 @@ def init_from_source(network, params):
 
 
 def add_input_summaries(images, accuracy, learning_rate):
-    """Off TPU: the first training images as the network sees them, un-normalized from
-    [-1, 1] (common/image_ops.py) to [0, 1], plus training accuracy and learning rate."""
-    shown = (tf.cast(images[:3], tf.float32) + 1.0) / 2.0
-    tf.compat.v1.summary.image("train_input", tf.clip_by_value(shown, 0.0, 1.0), max_outputs=3)
+    """Off TPU: the first training images as the network sees them (trainer/run/input_images.py,
+    the other engines' too), plus training accuracy and learning rate."""
+    input_images.image_summary(images)
     tf.compat.v1.summary.scalar("train_accuracy", accuracy)
     tf.compat.v1.summary.scalar("learning_rate", learning_rate)
 

@@ -66,3 +66,16 @@ def global_batches(dataset, sharding):
     for features, labels in dataset.as_numpy_iterator():
         yield (to_global(sharding, features["image"]), to_global(sharding, labels),
                to_global(sharding, features["weight"]))
+
+
+def host_rows(array, count):
+    """NumPy [<= count, ...]: the first count rows of a global batch that this process holds
+    (its devices' shards, in row order); a few rows to look at, not the whole batch."""
+    shards = sorted(array.addressable_shards, key=lambda shard: shard.index[0].start or 0)
+    rows, held = [], 0
+    for shard in shards:
+        rows.append(np.asarray(shard.data))
+        held += len(rows[-1])
+        if held >= count:
+            break
+    return np.concatenate(rows)[:count]

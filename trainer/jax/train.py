@@ -6,7 +6,8 @@ step or round compiles it again (tests/trainer/jax/test_jax_engine.py counts the
 compilations). Calls are planned as the Keras engine's (trainer/run/training_log.py): up to
 iterations_per_loop steps dispatched without waiting for the device, never across a
 multiple of save_checkpoints_steps, where the state is written (trainer/jax/checkpoint.py);
-each call's per-step logs then go to TensorBoard and the progress line. SIGTERM (a
+each call's per-step logs then go to TensorBoard and the progress line, and the first input
+images of its summary steps to TensorBoard (trainer/run/input_images.py). SIGTERM (a
 preempted TPU VM) and Ctrl-C wait for the call under way, its step is saved and the run
 ends with the line naming it (common/console.py deferring_termination).
 
@@ -18,7 +19,7 @@ import numpy as np
 from common import console
 from trainer.data import input as input_lib
 from trainer.jax import data
-from trainer.run import training_log
+from trainer.run import eval_pictures, input_images, training_log
 
 
 def make_train_batches(params, sharding, start_step=0):
@@ -37,19 +38,32 @@ def make_train_step(model):
     return jax.jit(model.train_step, donate_argnums=0)
 
 
-def run_call(train_step, state, batches, steps):
+def run_call(train_step, state, batches, steps, show_images=lambda index, images: None):
     """steps steps on the next batches: (state, {name: [steps] NumPy values}, steps run). Fewer
-    when the stream ends (a pipeline without a full batch left)."""
+    when the stream ends (a pipeline without a full batch left). show_images(i, images): the
+    global images of the call's i-th step (0-based), once it is dispatched."""
     history, done = [], 0
     for _ in range(steps):
         batch = next(batches, None)
         if batch is None:
             break
         state, logs = train_step(state, *batch)
+        show_images(done, batch[0])
         history.append(logs)
         done += 1
     values = {name: np.asarray([float(logs[name]) for logs in history]) for name in history[0]} if history else {}
     return state, values, done
+
+
+def show_images(params, step, images):
+    """At a multiple of save_summary_steps (the scalars' steps, trainer/run/training_log.py), the
+    first images of step's global batch that this process holds go to TensorBoard
+    (trainer/run/input_images.py), as the other engines show them. On a TPU too: three images
+    copied to the host at those steps, outside the jitted step."""
+    if step % params["save_summary_steps"]:
+        return
+    writer = eval_pictures.eval_writer(params["output_dir"])  # the scalars' (TrainingLog's)
+    input_images.write_images(writer, data.host_rows(images, input_images.SHOWN), step)
 
 
 def train(engine, max_steps):
@@ -61,7 +75,9 @@ def train(engine, max_steps):
     log = training_log.TrainingLog(params, step)
     with console.deferring_termination():
         for steps in training_log.plan_executions(step, max_steps, params):
-            engine.state, history, done = run_call(engine.train_step, engine.state, engine.train_batches(), steps)
+            engine.state, history, done = run_call(
+                engine.train_step, engine.state, engine.train_batches(), steps,
+                lambda index, images, first=step: show_images(params, first + index + 1, images))
             if not done:  # no full batch: trainer/run/rounds.py says so
                 break
             step += done

@@ -17,7 +17,8 @@ Why this loop and not model.fit: fit would run the same train_step, but the wall
 its calls varied far more at the same CPU time per step than this loop's
 (docs/migration.md#why-not-modelfit-itself), and a fit per checkpoint would restart the
 input stream each time. TensorBoard gets loss, learning_rate,
-train_accuracy, global_step/sec and examples/sec in OUT every save_summary_steps; the
+train_accuracy, global_step/sec and examples/sec in OUT every save_summary_steps, and off a
+TPU the step's first input images (trainer/run/input_images.py); the
 progress line (trainer/run/progress.py's) shows every progress_seconds.
 
     .venv/bin/python -m trainer.task --engine keras --mode train --output_dir OUT ...
@@ -27,7 +28,7 @@ import tensorflow as tf
 from common import console
 from trainer.data import input as input_lib
 from trainer.keras import input_context
-from trainer.run import training_log
+from trainer.run import eval_pictures, input_images, training_log
 
 
 def make_train_iterator(params, strategy, start_step=0):
@@ -48,9 +49,14 @@ def make_train_function(model, strategy):
     """train_function(iterator, steps) -> the last step's logs (their mean over replicas), and
     under EVERY_STEP {name: [steps] values} each step's, kept on the host as the loop runs: a
     summary can be written at any step of the call (TPUEstimator's host_call outfeeds them
-    every step) without ending the call there."""
+    every step) without ending the call there. The input images go to TensorBoard as the
+    step that took them ends (make_show_images)."""
+    show_images = make_show_images(model, strategy)
+
     def step(iterator):
-        logs = strategy.run(model.train_step, args=(next(iterator),))
+        batch = next(iterator)
+        logs = strategy.run(model.train_step, args=(batch,))
+        show_images(batch)
         return {name: strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None)
                 for name, value in logs.items()}
 
@@ -65,6 +71,25 @@ def make_train_function(model, strategy):
             history = {name: history[name].write(i, value) for name, value in logs.items()}
         return dict(logs, **{EVERY_STEP: {name: values.stack() for name, values in history.items()}})
     return train_function
+
+
+def make_show_images(model, strategy):
+    """show_images(batch), run after the batch's step: at a multiple of save_summary_steps (the
+    scalars' steps, trainer/run/training_log.py) the first images of this host's first replica
+    go to TensorBoard (trainer/run/input_images.py), encoded only at those steps. Not on a TPU,
+    as in the Estimator engine: an image copied off the device inside the loop."""
+    settings = model.settings
+    if settings["use_tpu"]:
+        return lambda batch: None
+    writer = eval_pictures.eval_writer(settings["output_dir"])  # the scalars' (TrainingLog's)
+    every = settings["save_summary_steps"]
+
+    def show_images(batch):
+        images = strategy.experimental_local_results(batch[0]["image"])[0]
+        step = model.step.read_value()  # counts the step just run, as its scalars do
+        tf.cond(step % every == 0, lambda: input_images.write_images(writer, images, step),
+                lambda: tf.constant(False))
+    return show_images
 
 
 def train(model, train_function, iterator, manager, params, max_steps):

@@ -44,6 +44,7 @@ def test_two_processes_read_disjoint_halves_in_the_same_steps(data):
     assert first["eval_steps"] == second["eval_steps"] == 2  # 11 images, 8 a step: both hosts stop together
     assert first["eval_rows"] == second["eval_rows"] == 11  # every eval image once, padding weighted 0
     assert first["global_shapes"] == [[8, 16, 16, 3]]
+    assert first["shown_own_rows"] and second["shown_own_rows"]  # host_rows of a global array
 
 
 @pytest.mark.trains

@@ -15,7 +15,8 @@ import tensorflow as tf
 from common import image_ops, signature
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from tests.trainer.run_checks import (check_eval_counts_every_example_once, check_rerun_changes_nothing,
-                                      read_eval_split, served_predictions, summary_tags)
+                                      read_eval_split, served_predictions, summary_tags,
+                                      training_images)
 from tests.user_commands import run, run_trainer
 from trainer import chain, task
 from trainer.jax import engine as jax_engine, export as jax_export
@@ -43,6 +44,8 @@ def test_a_jax_run_keeps_the_run_directory_contract(jax_run):
     assert [step for step, _ in checkpoints.list_checkpoints(str(out))] == [2, 4]  # every save_checkpoints_steps
     assert [r["global_step"] for r in eval_records.read_eval_results(str(out))] == [2, 4]  # every steps_per_eval
     assert {"loss", "learning_rate", "train_accuracy", "global_step/sec"} <= summary_tags(out)
+    images = training_images(out)  # the input images, at the scalars' steps as the Keras engine's
+    assert sorted(images) == [2, 4] and {shown.shape for shown in images.values()} == {(3, 16, 16, 3)}
     assert {"accuracy", "loss", "cross_entropy"} <= summary_tags(out / "eval")
     export_dir = str(out / "export" / "image_classifier" / "4")
     check_eval_counts_every_example_once(dict(params, num_eval_examples=11), export_dir)
