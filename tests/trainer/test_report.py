@@ -17,6 +17,7 @@ import pytest
 from PIL import Image
 
 from tests.conftest import NUM_GOOD_IMAGES, make_jpeg_bytes
+from tests.engines import needs_estimator
 from trainer.run import eval_records
 from trainer.objective import confusion
 from trainer.report import data as report_data, html as report_html, page as report, svg as report_svg
@@ -29,11 +30,13 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-back
 # Injected into a copy of the page: after load, records what the browser made of it.
 CHECK_SCRIPT = """<script>
 window.addEventListener("load", () => {
-  const images = [...document.images];
+  const images = [...document.querySelectorAll(".mistakes img")];
+  const training = [...document.querySelectorAll(".training img")];
   const lines = [...document.querySelectorAll("svg.chart polyline.series")];
   document.body.setAttribute("data-check", JSON.stringify({
     images: images.length,
     decoded: images.filter(i => i.complete && i.naturalWidth > 0 && i.naturalHeight > 0).length,
+    training: training.filter(i => i.complete && i.naturalWidth > 0).map(i => i.naturalWidth),
     charts: document.querySelectorAll("svg.chart").length,
     series: lines.map(l => [l.dataset.series, l.points.numberOfItems]),
     matrix_cells: document.querySelectorAll("table.matrix td").length,
@@ -132,7 +135,23 @@ def test_training_scalars_from_v1_and_v2_events_later_write_wins(tmp_path):
             tf.summary.scalar("loss", value, step=step)
         tf.summary.text("note", "not a scalar", step=1)
     (tmp_path / "eval").mkdir()  # eval/ event files are not training scalars
-    assert report_data.read_training_scalars(str(tmp_path)) == {"loss": [(1, 3.0), (2, 1.5), (3, 1.0)]}
+    assert report_data.read_training_events(str(tmp_path)).scalars == {"loss": [(1, 3.0), (2, 1.5), (3, 1.0)]}
+
+
+def test_the_newest_steps_training_images_are_kept_the_later_write_of_a_step_winning(tmp_path):
+    """Three summary steps of input images (trainer/run/input_images.py), step 4 written again by a
+    resumed run: the page keeps the newest two steps, the second write of step 4."""
+    import tensorflow as tf
+    from trainer.run import input_images
+    writer = tf.summary.create_file_writer(str(tmp_path))
+    batches = {value: np.full([4, 5, 5, 3], value, np.float32) for value in (-1.0, 0.0, 1.0)}
+    for step, value in ((2, -1.0), (4, -1.0), (6, 0.0), (4, 1.0)):
+        input_images.write_images(writer, batches[value], step)
+    writer.flush()
+    images = report_data.read_training_events(str(tmp_path)).images
+    assert list(images) == [4, 6] and [len(shown) for shown in images.values()] == [3, 3]
+    pixels = {step: tf.io.decode_png(shown[0]).numpy() for step, shown in images.items()}
+    assert pixels[4].shape == (5, 5, 3) and (pixels[4] == 255).all() and (pixels[6] == 128).all()
 
 
 @pytest.mark.parametrize("size, kept", [(3, ["1", "3", "2"]), (0, []), (9, ["1", "3", "2", "4", "0"])])
@@ -144,6 +163,9 @@ def test_only_the_most_confident_mistakes_are_kept(size, kept):
     assert [m.uri for m in report_data.most_confident_first(heap)] == kept
 
 
+PNG = bytes.fromhex("89504e470d0a1a0a")  # a PNG's signature: the page inlines whatever bytes it gets
+
+
 def make_page(num_mistakes=2):
     mistakes = [report_data.Mistake(f"eval/{i}.jpg", make_jpeg_bytes(i), 0, 1, 0.9 - i / 10, 0.05)
                 for i in range(num_mistakes)]
@@ -153,13 +175,17 @@ def make_page(num_mistakes=2):
         eval_results=[{"global_step": 2, "accuracy": 0.5, "loss": 1.0},
                       {"global_step": 4, "accuracy": 0.75, "loss": 0.7}],
         training_scalars={"loss": [(1, 2.0), (3, 1.2)], "learning_rate": [(1, 0.1)]},
+        training_images={300: [PNG, PNG], 400: [PNG]}, augmentation="augment=randaugment, <x>",
         matrix=np.array([[3, 2], [0, 3]]), mistakes=mistakes, num_mistakes=num_mistakes + 1)
 
 
 def test_page_is_self_contained_and_shows_every_part():
     page = report_html.render_page(make_page())
     sources = re.findall(r'(?:src|href)="([^"]*)"', page)
-    assert len(sources) == 2 and all(s.startswith("data:image/jpeg;base64,") for s in sources)
+    assert len(sources) == 5 and all(s.startswith("data:image/jpeg;base64,") for s in sources[3:])
+    assert sources[:3] == ["data:image/png;base64,iVBORw0KGgo="] * 3  # training images, newest steps
+    assert re.findall(r"<figcaption>step (\d+)</figcaption>", page) == ["300", "300", "400"]
+    assert "shaped them: augment=randaugment, &lt;x&gt;" in page
     assert "<script" not in page and "&lt;dog&gt;" in page and "<dog>" not in page
     assert "/runs/&lt;a&amp;b&gt;" in page and "75.00%" in page  # recorded accuracy at step 4
     assert "Misclassified eval images (3)" in page and "The 2 most confident of 3." in page
@@ -172,6 +198,18 @@ def test_training_accuracy_is_named_once_in_the_legend():
     page.training_scalars["train_accuracy"] = [(1, 0.25), (3, 0.5)]
     legend = re.findall(r">(train [^<]*)<", report_html.render_page(page))
     assert "train accuracy" in legend and not [name for name in legend if "train_" in name]
+
+
+@pytest.mark.trains  # the session's tiny runs of each engine (tests/trainer/conftest.py)
+@pytest.mark.parametrize("engine, steps", [pytest.param("estimator", [1, 3], marks=needs_estimator),
+                                           ("keras", [2, 4])])
+def test_either_engines_page_shows_its_newest_training_images(engine, steps, tiny_run_of):
+    """--save_summary_steps 2 over 4 steps: the Estimator's hook writes at 1 and 3, the Keras
+    engine at 2 and 4; the page shows both steps' three images."""
+    _, out = tiny_run_of(engine)
+    page = report.build_page(str(out), None, 0)
+    assert {step: len(shown) for step, shown in page.training_images.items()} == {steps[0]: 3, steps[1]: 3}
+    assert report_html.render_page(page).count("data:image/png;base64,") == 6
 
 
 @pytest.mark.parametrize("case, message", [
@@ -231,10 +269,11 @@ def test_report_renders_in_headless_chromium(trained_run, tmp_path):
     dom = run_chromium(tmp_path / "profile", "--dump-dom", checked.as_uri()).stdout
     check = json.loads(html.unescape(re.search(r'data-check="([^"]*)"', dom).group(1)))
     assert check["images"] == check["decoded"] == num_mistakes > 0
+    assert check["training"] == [16] * 3  # the Estimator engine's first step: 3 of its 16-px images
     assert check["charts"] == 2 and check["matrix_cells"] == 9 and check["class_rows"] == 5
     series = dict(check["series"])
     assert series["eval accuracy"] == series["eval loss"] == len(eval_records.read_eval_results(output_dir))
-    assert series.get("train loss", 0) == len(report_data.read_training_scalars(output_dir).get("loss", []))
+    assert series.get("train loss", 0) == len(report_data.read_training_events(output_dir).scalars.get("loss", []))
 
     shot = tmp_path / "shot.png"
     run_chromium(tmp_path / "profile2", "--window-size=1000,900", f"--screenshot={shot}", page_path.as_uri())

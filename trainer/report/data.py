@@ -1,7 +1,8 @@
 """What the report page shows, read from a run directory: curves, the export, its eval predictions.
 
 The curves come from OUT/eval_results.jsonl (trainer/run/eval_records.py) and from the
-training scalars in OUT's own TensorBoard event files; the confusion matrix
+training scalars in OUT's own TensorBoard event files, as do the newest training images
+(trainer/run/input_images.py: what the augmentation made of them); the confusion matrix
 and the misclassified images come from running the best export's serving
 signature (common/export_predictor.py) on the eval TFRecords, so the page shows
 what a served model does, not what a checkpoint did.
@@ -19,11 +20,14 @@ import tensorflow as tf
 
 from common import chunks, export_predictor, export_versions, record_schema, signature
 from common.user_errors import UserError
+from trainer.data import input as input_lib
 from trainer.settings import table
-from trainer.run import eval_records
+from trainer.run import eval_records, input_images
 from trainer.run import params_file
 
 PREDICT_BATCH = 256  # images per call of the serving signature: bounded memory, few calls
+IMAGE_STEPS = 2  # the newest summary steps whose input images the page shows (3 images each)
+TRAINING_IMAGE_SETTINGS = ("min_crop_area", "random_flip") + input_lib.AUGMENT_SETTINGS
 
 
 class ReportError(UserError):
@@ -85,22 +89,55 @@ def scalar_value(value):
     return None
 
 
-def read_training_scalars(output_dir):
-    """{tag: [(step, value)]} from the event files directly in OUT (training, not eval/).
+@dataclasses.dataclass
+class TrainingEvents:
+    scalars: dict  # {tag: [(step, value)]}
+    images: dict   # {step: [PNG bytes]}: the newest steps' input images (trainer/run/input_images.py)
 
-    Events are applied in the order they were written (wall time), so after a
+
+def read_training_events(output_dir, image_steps=IMAGE_STEPS):
+    """The training scalars and the input images of the newest image_steps summary steps, from
+    the event files directly in OUT (training, not eval/), in one pass.
+
+    Values are applied in the order they were written (wall time), so after a
     resumed run retrains a step, its later value wins.
     """
-    events = []
+    scalars, images = [], {}
     for path in tf.io.gfile.glob(os.path.join(output_dir, "events.out.tfevents.*")):
         for event in tf.compat.v1.train.summary_iterator(path):
-            events += [(event.wall_time, value.tag, int(event.step), scalar_value(value))
-                       for value in event.summary.value]
+            for value in event.summary.value:
+                number, index = scalar_value(value), input_images.shown_index(value.tag)
+                if number is not None:
+                    scalars.append((event.wall_time, value.tag, int(event.step), number))
+                elif index is not None and value.HasField("image"):
+                    keep_newest_image(images, image_steps, int(event.step), index,
+                                      (event.wall_time, value.image.encoded_image_string))
     by_tag = {}
-    for _, tag, step, number in sorted(events, key=lambda e: e[0]):
-        if number is not None and np.isfinite(number):
+    for _, tag, step, number in sorted(scalars, key=lambda e: e[0]):
+        if np.isfinite(number):
             by_tag.setdefault(tag, {})[step] = number
-    return {tag: sorted(by_step.items()) for tag, by_step in by_tag.items()}
+    return TrainingEvents({tag: sorted(by_step.items()) for tag, by_step in by_tag.items()},
+                          {step: [shown[i][1] for i in sorted(shown)] for step, shown in sorted(images.items())})
+
+
+def keep_newest_image(images, steps, step, index, timed_png):
+    """Keeps in images ({step: {index: (wall time, PNG)}}) the steps newest steps' images, the
+    later written of two at one place: a few images in memory, however long the run."""
+    if step not in images and len(images) >= steps and step < min(images, default=step):
+        return
+    shown = images.setdefault(step, {})
+    if index not in shown or shown[index][0] <= timed_png[0]:
+        shown[index] = timed_png
+    if len(images) > steps:
+        del images[min(images)]
+
+
+def augmentation_in_effect(params):
+    """'mixup_alpha=0.2, random_erasing=0.25' of the run's settings that shape its training
+    images (trainer/data/input.py's) away from their defaults; "" when all are at them."""
+    changed = [f"{key}={params[key]}" for key in TRAINING_IMAGE_SETTINGS
+               if key in params and params[key] != table.DEFAULTS[key]]
+    return ", ".join(changed)
 
 
 def eval_files(file_pattern):
@@ -166,7 +203,9 @@ def main(argv):
     params = read_run_params(output_dir)
     print("export:", find_export(output_dir, serving_model_name(params)))
     print("eval records:", [r.get("global_step") for r in eval_records.read_eval_results(output_dir)])
-    print("training scalars:", {tag: len(v) for tag, v in read_training_scalars(output_dir).items()})
+    events = read_training_events(output_dir)
+    print("training scalars:", {tag: len(v) for tag, v in events.scalars.items()})
+    print("training images:", {step: len(shown) for step, shown in events.images.items()})
     print("eval files:", eval_files(params.get("eval_data_path")))
 
 

@@ -1,7 +1,7 @@
 """The report page as one self-contained HTML string: no scripts, no network, images inlined.
 
-Sections: what was evaluated, the training curves (trainer/report/svg.py), the
-confusion matrix (a table whose cells are shaded by the share of their row),
+Sections: what was evaluated, the training curves (trainer/report/svg.py), the newest
+training images (PNGs of TensorBoard's train_input images), the confusion matrix (a table whose cells are shaded by the share of their row),
 per-class precision/recall/F1 (trainer/objective/confusion.py) and a grid of the
 most confident mistakes, each JPEG inlined as a data: URI.
 
@@ -50,14 +50,16 @@ class Page:
     matrix: object           # int64 [num_classes, num_classes], row = true class
     mistakes: list           # report_data.Mistake, most confident first
     num_mistakes: int
+    training_images: dict = dataclasses.field(default_factory=dict)  # {step: [PNG bytes]}, newest steps
+    augmentation: str = ""   # the settings that shaped them, away from their defaults
 
 
 def render_page(page):
     """The whole HTML document."""
     title = f"Report: {page.output_dir}"
     body = "".join([f"<h1>{html.escape(title)}</h1>", facts_html(page), curves_html(page),
-                    matrix_html(page.matrix, page.labels), class_table_html(page.matrix, page.labels),
-                    mistakes_html(page)])
+                    training_images_html(page), matrix_html(page.matrix, page.labels),
+                    class_table_html(page.matrix, page.labels), mistakes_html(page)])
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>{html.escape(title)}</title><style>{STYLE}</style></head>"
             f"<body>{body}</body></html>\n")
@@ -154,8 +156,24 @@ def class_table_html(matrix, labels):
     return f'<h2>Per-class precision and recall</h2><table class="classes">{"".join(rows)}</table>'
 
 
-def data_uri(jpeg):
-    return "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii")
+def data_uri(image, kind="jpeg"):
+    return f"data:image/{kind};base64," + base64.b64encode(image).decode("ascii")
+
+
+def training_images_html(page):
+    """The newest summary steps' training images, as the network saw them (augmented)."""
+    head = "<h2>Training images, as the network saw them</h2>"
+    if not page.training_images:
+        return head + ('<p class="note">None in the run\'s event files: the trainer writes them every '
+                       "--save_summary_steps (the Estimator and Keras engines not on a TPU).</p>")
+    settings = (f"the settings that shaped them: {page.augmentation}" if page.augmentation
+                else "every crop and augmentation setting at its default")
+    note = ('<p class="note">The first images of the training batch at the newest summary steps, '
+            f"as the input pipeline made them; {html.escape(settings)}.</p>")
+    figures = "".join(f'<figure><img src="{data_uri(png, "png")}" alt="training step {step}, image {i}">'
+                      f"<figcaption>step {step}</figcaption></figure>"
+                      for step, shown in page.training_images.items() for i, png in enumerate(shown))
+    return head + note + f'<div class="grid training">{figures}</div>'
 
 
 def mistake_html(mistake, labels):
@@ -174,5 +192,5 @@ def mistakes_html(page):
              f"The {len(page.mistakes)} most confident of {page.num_mistakes}. ")
     note = (f'<p class="note">{shown}Most confident first; in brackets the probability the '
             "export gave to each class.</p>")
-    return head + note + '<div class="grid">' + "".join(
+    return head + note + '<div class="grid mistakes">' + "".join(
         mistake_html(m, page.labels) for m in page.mistakes) + "</div>"

@@ -1,6 +1,7 @@
 """One self-contained HTML page about a training run, to open in any browser.
 
-The page (trainer/report/html.py) shows the training curves, the confusion
+The page (trainer/report/html.py) shows the training curves, the newest training
+images as the network saw them (augmented), the confusion
 matrix and per-class precision/recall of the best export on the eval split,
 and the eval images it got wrong. It needs no network and no server: charts
 are inline SVG and images are data: URIs.
@@ -44,11 +45,13 @@ def build_page(output_dir, eval_pattern, max_images):
         raise report_data.ReportError(f"no eval data: {eval_pattern!r} holds no records")
     matrix = confusion.confusion_matrix(
         evaluation.true_ids, evaluation.predicted_ids, len(export.labels))
+    events = report_data.read_training_events(output_dir)
     return report_html.Page(
         output_dir=output_dir, export_dir=export_dir, export_step=step, export_kind=kind,
         eval_pattern=eval_pattern, labels=export.labels,
         eval_results=eval_records.read_eval_results(output_dir),
-        training_scalars=report_data.read_training_scalars(output_dir),
+        training_scalars=events.scalars, training_images=events.images,
+        augmentation=report_data.augmentation_in_effect(params),
         matrix=matrix, mistakes=evaluation.mistakes, num_mistakes=evaluation.num_mistakes)
 
 
