@@ -60,15 +60,15 @@ def finished(process, timeout=300):
 def commands(trained_run, unexported_run, tmp_path_factory):
     """{name: (the finished command, the directory it was given)}: "converted" (the tiny run's
     export to DIR/models), "unexported" (unexported_run's latest checkpoint, into the run; DIR is
-    the run's file listing before), "too_few" (one calibration image more than the eval records
-    hold; DIR is empty)."""
+    the run's file listing before), "too_few" (as many calibration images as the eval records
+    hold, which would leave none to check on; DIR is empty)."""
     output_dir, _, _ = trained_run
     root = tmp_path_factory.mktemp("tflite")
     (root / "too_few").mkdir()
     argvs = {"converted": ("--output_dir", output_dir, "--tflite_dir", root / "models", "--calibration_images", 8),
              "unexported": ("--output_dir", unexported_run, "--calibration_images", 4),
              "too_few": ("--output_dir", output_dir, "--tflite_dir", root / "too_few" / "models",
-                         "--calibration_images", NUM_GOOD_IMAGES + 1)}
+                         "--calibration_images", NUM_GOOD_IMAGES)}
     given = {"converted": root / "models", "unexported": listing(unexported_run), "too_few": root / "too_few"}
     started = {name: start("trainer.export_tflite", *argv) for name, argv in argvs.items()}
     return {name: (finished(process), given[name]) for name, process in started.items()}
@@ -93,12 +93,18 @@ def test_the_command_writes_both_models_their_metadata_and_their_check(converted
         tflite_files.FLOAT32_FILE, tflite_files.INT8_FILE, tflite_files.METADATA_FILE,
         tflite_files.CHECK_FILE])
     check = read_json(tflite_dir / tflite_files.CHECK_FILE)
-    assert check["images"] == NUM_GOOD_IMAGES
-    assert check[tflite_files.FLOAT32_FILE]["top1_agreement"] >= 0.995
-    assert 0 <= check[tflite_files.INT8_FILE]["top1_agreement"] <= 1
+    assert check["images"] == NUM_GOOD_IMAGES - 8  # 8 calibrated the int8 model: never scored
+    assert (check["calibration"]["images"], check["calibration"]["of_eval_images"]) == (8, NUM_GOOD_IMAGES)
+    assert read_json(tflite_dir / tflite_files.METADATA_FILE)["calibration"]["images"] == 8
+    float32, int8 = check[tflite_files.FLOAT32_FILE], check[tflite_files.INT8_FILE]
+    assert float32["top1_agreement"] >= 0.995 and 0 <= float32["max_abs_diff"] < 1e-5
+    assert 0 <= int8["top1_agreement"] <= 1 and 0 < int8["max_abs_diff"] <= 1  # int8 steps of 1/256
     lines = result.stdout.splitlines()
-    assert lines[2].split()[:2] == [tflite_files.FLOAT32_FILE, "100.00%"]
+    assert lines[0].split() == ["model", "top-1", "agreement", "max", "|diff|", "accuracy"]
+    assert lines[2].split()[:3] == [tflite_files.FLOAT32_FILE, "100.00%", f"{float32['max_abs_diff']:.2g}"]
     assert lines[-1].startswith(f"tflite: {tflite_dir} ") and len(lines) == 5
+    assert lines[-1].endswith(f", checked on {NUM_GOOD_IMAGES - 8} eval images, none of the 8 that "
+                              "calibrated the int8 model; float32 agreement goal 99.5%)")
     assert result.stderr == ""
 
 
@@ -158,13 +164,38 @@ def test_quantize_is_round_scale_plus_zero_point_clipped(values, quantization, d
 
 @pytest.mark.process
 @pytest.mark.trains
-def test_too_few_eval_images_is_one_line_exit_2_nothing_written(commands):
+def test_too_few_eval_images_to_calibrate_and_check_is_one_line_exit_2_nothing_written(commands):
     result, given = commands["too_few"]
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        f"error: the eval records hold {NUM_GOOD_IMAGES} images, fewer than --calibration_images="
-        f"{NUM_GOOD_IMAGES + 1}; pass --calibration_images={NUM_GOOD_IMAGES} or more eval data"]
+        f"error: the eval records hold {NUM_GOOD_IMAGES} images: --calibration_images={NUM_GOOD_IMAGES} "
+        "leaves none to check the models on (the check scores only images the int8 model was not "
+        f"calibrated on); pass --calibration_images={NUM_GOOD_IMAGES - 1} or fewer, or more eval data"]
     assert os.listdir(given) == []
+
+
+@pytest.mark.parametrize("calibrating, total", [(100, 340), (8, 11), (1, 2), (5, 6), (3, 1000)])
+def test_calibration_and_check_images_are_disjoint_and_the_calibration_spread_evenly(calibrating, total):
+    split = tflite_check.EvalSplit(calibrating, total)
+    chosen = [index for index in range(total) if split.calibrates(index)]
+    checked = [index for index in range(total) if split.is_checked(index)]
+    assert len(chosen) == calibrating and len(checked) == total - calibrating
+    assert sorted(chosen + checked) == list(range(total))
+    gaps = np.diff([-1] + chosen + [total])  # the records between two calibration images, and at the ends
+    assert gaps.max() <= -(-total // calibrating)  # never more than ceil(n / c) apart
+
+
+def test_the_split_is_of_the_records_in_file_order(write_tfrecord_dataset):
+    """Record index runs across the sorted eval files: the calibration part and the checked
+    part of two shards are each other's complement."""
+    data = write_tfrecord_dataset({"eval": 7}, labels=("a", "b"), size=12, shards=2)
+    paths = sorted(glob.glob(f"{data}/eval-*"))
+    split = tflite_check.EvalSplit(3, tflite_check.count_eval_examples(paths))
+    every = [jpeg for jpeg, _ in tflite_check.read_eval_examples(paths)]
+    calibrating = [jpeg for jpeg, _ in tflite_check.read_eval_examples(paths, split.calibrates)]
+    checked = [jpeg for jpeg, _ in tflite_check.read_eval_examples(paths, split.is_checked)]
+    assert split.total == len(every) == 7 and len(calibrating) == 3 and len(checked) == 4
+    assert not set(calibrating) & set(checked) and sorted(calibrating + checked) == sorted(every)
 
 
 def flags(**values):

@@ -146,24 +146,26 @@ def quantize_fully(converter, calibration_images):
     converter.inference_output_type = tf.int8
 
 
-def calibration_images(eval_paths, count, image_size):
-    """float32 [count, S, S, 3]: the first count eval images through the eval image path."""
-    jpegs = [jpeg for jpeg, _ in tflite_check.read_eval_examples(eval_paths, count)]
+def calibration_images(eval_paths, split, image_size):
+    """float32 [split.calibrating, S, S, 3]: the eval images split calibrates on (an
+    tflite_check.EvalSplit), through the eval image path."""
+    jpegs = [jpeg for jpeg, _ in tflite_check.read_eval_examples(eval_paths, split.calibrates)]
     return np.concatenate([tflite_check.preprocess(batch, image_size)
                            for batch in chunks.split_into_chunks(jpegs, tflite_check.CHECK_BATCH)])
 
 
-def export_tflite(export_dir, eval_paths, tflite_dir, num_calibration_images, source):
-    """Converts export_dir to both TFLite models, checks them on every eval record and writes
-    tflite_dir whole; returns the check ({"images": n, ...}, per model)."""
+def export_tflite(export_dir, eval_paths, tflite_dir, split, source):
+    """Converts export_dir to both TFLite models (int8 calibrated on split's calibration part),
+    checks them on the other eval records and writes tflite_dir whole; returns the check
+    ({"images": n checked, ...}, per model)."""
     cut = read_serving_cut(export_dir)
     check_eval_labels(eval_paths, cut.labels)
-    calibration = calibration_images(eval_paths, num_calibration_images, cut.image_size)
+    calibration = calibration_images(eval_paths, split, cut.image_size)
     models = {tflite_files.FLOAT32_FILE: convert(cut),
               tflite_files.INT8_FILE: convert(cut, calibration)}
-    check = tflite_check.check_models(export_dir, models, eval_paths, cut.image_size)
+    check = tflite_check.check_models(export_dir, models, eval_paths, cut.image_size, split)
     check["float32_agreement_goal"] = tflite_check.FLOAT32_AGREEMENT_GOAL
-    source = dict(source, calibration={"images": len(calibration), "eval_files": list(eval_paths)})
+    source = dict(source, calibration=dict(split.describe(), eval_files=list(eval_paths)))
     metadata = tflite_files.build_metadata(cut, models, source)
     tflite_files.write_tflite_dir(tflite_dir, models, metadata, check)
     return check

@@ -8,7 +8,7 @@ wires the run room's checks; this room does not import it) and exported by the c
 temporary directory, never into OUT/export. The eval records: --eval_data_path, else the run's
 eval_data_path. The output: --tflite_dir, else OUT/tflite/<model>/<version or step>. Each
 mistake (no run, neither export nor checkpoint, --checkpoint without a run, no eval files, too
-few eval images for the calibration, an output that exists) is a UserError naming the fix;
+few eval images to calibrate and still check on, an output that exists) is a UserError naming the fix;
 nothing is written.
 
     .venv/bin/python -m trainer.export_tflite --output_dir OUT
@@ -39,6 +39,7 @@ class Plan:
     tflite_dir: str
     source: dict  # what tflite_metadata.json records of where the models came from:
     # {export_dir, version} or {checkpoint, step, engine}
+    split: tflite_check.EvalSplit  # which eval records calibrate the int8 model; the others check both
     checkpoint: str = None  # the checked checkpoint prefix when the models come from one
 
     def describe_source(self):
@@ -99,14 +100,18 @@ def find_eval_paths(args, params):
     return paths
 
 
-def check_calibration_count(eval_paths, count):
+def split_eval_records(eval_paths, count):
+    """tflite_check.EvalSplit of the eval records: count calibrate, at least one is left to check."""
     if count < 1:
         raise TFLiteSourceError(f"--calibration_images={count} must be 1 or more")
-    found = sum(1 for _ in tflite_check.read_eval_examples(eval_paths, count))
-    if found < count:
+    found = tflite_check.count_eval_examples(eval_paths)
+    if found <= count:
+        fix = f"--calibration_images={found - 1} or fewer, or " if found > 1 else ""
         raise TFLiteSourceError(
-            f"the eval records hold {found} images, fewer than --calibration_images={count}; "
-            f"pass --calibration_images={found} or more eval data")
+            f"the eval records hold {found} images: --calibration_images={count} leaves none to check "
+            f"the models on (the check scores only images the int8 model was not calibrated on); "
+            f"pass {fix}more eval data")
+    return tflite_check.EvalSplit(count, found)
 
 
 def find_tflite_dir(args, model, version):
@@ -151,18 +156,20 @@ def plan(args, find_checkpoint):
         source = {"export_dir": export_dir, "version": version}
         model = os.path.basename(os.path.dirname(export_dir.rstrip("/")))
     eval_paths = find_eval_paths(args, params)
-    check_calibration_count(eval_paths, args.calibration_images)
+    split = split_eval_records(eval_paths, args.calibration_images)
     tflite_dir = find_tflite_dir(args, model, version)
-    return Plan(export_dir, eval_paths, tflite_dir, source, checkpoint)
+    return Plan(export_dir, eval_paths, tflite_dir, source, split, checkpoint)
 
 
 def format_check(check, plan):
-    """The check as a small table, then where the models are."""
-    rows = [("model", "top-1 agreement", "accuracy"),
-            ("SavedModel", "-", f"{check['savedmodel_accuracy']:.4f}")]
-    rows += [(name, f"{check[name]['top1_agreement']:.2%}", f"{check[name]['accuracy']:.4f}")
-             for name in (tflite_files.FLOAT32_FILE, tflite_files.INT8_FILE)]
-    lines = [f"{a:<20}{b:>16}{c:>10}" for a, b, c in rows]
-    lines.append(f"tflite: {plan.tflite_dir} ({plan.describe_source()}, {check['images']} eval images; "
+    """The check as a small table (max |diff|: the largest difference of a class's probability
+    from the SavedModel's), then where the models are and which images checked them."""
+    rows = [("model", "top-1 agreement", "max |diff|", "accuracy"),
+            ("SavedModel", "-", "-", f"{check['savedmodel_accuracy']:.4f}")]
+    rows += [(name, f"{check[name]['top1_agreement']:.2%}", f"{check[name]['max_abs_diff']:.2g}",
+              f"{check[name]['accuracy']:.4f}") for name in (tflite_files.FLOAT32_FILE, tflite_files.INT8_FILE)]
+    lines = [f"{a:<20}{b:>16}{c:>12}{d:>10}" for a, b, c, d in rows]
+    lines.append(f"tflite: {plan.tflite_dir} ({plan.describe_source()}, checked on {check['images']} eval "
+                 f"images, none of the {plan.split.calibrating} that calibrated the int8 model; "
                  f"float32 agreement goal {check['float32_agreement_goal']:.1%})")
     return "\n".join(lines)
