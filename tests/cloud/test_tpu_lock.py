@@ -8,6 +8,7 @@ everything else; and the libtpu check that runs before TensorFlow loads.
 import os
 import pathlib
 import re
+import subprocess
 
 import pytest
 
@@ -43,6 +44,27 @@ def test_the_tpu_lock_pins_every_file_by_hash():
     for name in pins(TPU_LOCK):
         block = re.search(rf"^{re.escape(name)}==[\w.]+ \\\n((?:    --hash=sha256:[0-9a-f]{{64}}.*\n)+)", text, re.M)
         assert block, f"{name} has no sha256 in {TPU_LOCK.name}"
+
+
+TPU_VENV_PYTHON = ROOT / ".venv-keras-tpu" / "bin" / "python"
+# What pip check finds in a venv of the TPU lock, expected (docs/cloud.md says why): packages
+# that require the distribution named tensorflow, which tensorflow-tpu stands in for.
+REQUIRING_TENSORFLOW = ("tf-keras", "tensorflow-serving-api")
+
+
+@pytest.mark.process
+@pytest.mark.skipif(not TPU_VENV_PYTHON.exists(), reason=".venv-keras-tpu is not built (make venv-keras-tpu; "
+                                                         "CI's make check-tpu-build builds it)")
+def test_pip_check_in_the_tpu_venv_finds_only_what_docs_cloud_md_explains():
+    done = subprocess.run([str(TPU_VENV_PYTHON), "-m", "pip", "check", "--disable-pip-version-check"],
+                          capture_output=True, text=True, timeout=120, env=user_env())
+    tpu = pins(TPU_LOCK)
+    # The checkout's own tpu_image_classifier.egg-info, when a test built the package here: not installed.
+    found = sorted(line for line in done.stdout.splitlines() if not line.startswith("tpu-image-classifier "))
+    assert found == sorted(f"{name} {tpu[name]} requires tensorflow, which is not installed."
+                           for name in REQUIRING_TENSORFLOW), done.stdout + done.stderr
+    doc = (ROOT / "docs" / "cloud.md").read_text()
+    assert "pip install --no-deps" in doc and all(f"{name} {tpu[name]}" in doc for name in REQUIRING_TENSORFLOW)
 
 
 def fake_distributions(path, **versions):
