@@ -81,10 +81,13 @@ def make_show_images(model, strategy):
     settings = model.settings
     if settings["use_tpu"]:
         return lambda batch: None
-    writer = eval_pictures.eval_writer(settings["output_dir"])  # the scalars' (TrainingLog's)
     every = settings["save_summary_steps"]
 
     def show_images(batch):
+        # The scalars' writer (TrainingLog's), made when training traces this, not with the
+        # engine: an engine that only exports or evaluates leaves no event file in OUT.
+        with tf.init_scope():
+            writer = eval_pictures.eval_writer(settings["output_dir"])
         images = strategy.experimental_local_results(batch[0]["image"])[0]
         step = model.step.read_value()  # counts the step just run, as its scalars do
         tf.cond(step % every == 0, lambda: input_images.write_images(writer, images, step),
