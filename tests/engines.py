@@ -22,3 +22,11 @@ HAS_JAX = (importlib.util.find_spec("jax") is not None and importlib.util.find_s
 
 needs_jax = pytest.mark.skipif(
     not HAS_JAX, reason="needs JAX and Keras 3 (KERAS_BACKEND=jax): runs in .venv-jax (make test-jax)")
+
+# The Keras engine's own behaviours (its loop, SIGTERM's resume line aside, its refusals, its
+# outputs) run where the engine is meant to run: .venv-keras (make test-keras, TensorFlow 2.20).
+# .venv keeps the Keras tests that hold the engine to the Estimator's (test_keras_equivalence,
+# test_keras_export), SIGTERM's (test_preemption) and the import checks: docs/development.md.
+in_keras_env = pytest.mark.skipif(
+    HAS_ESTIMATOR, reason="the Keras engine's own behaviour: runs in .venv-keras (make test-keras)")
+KERAS = pytest.param("keras", marks=in_keras_env)

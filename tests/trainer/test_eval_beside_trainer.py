@@ -19,7 +19,7 @@ import pytest
 
 from common import signature
 from tests.conftest import write_dataset
-from tests.engines import needs_estimator, needs_jax
+from tests.engines import in_keras_env, needs_estimator, needs_jax
 from tests.trainer import paused_task
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from tests.user_commands import start, user_env
@@ -52,8 +52,8 @@ def pause_until_deleted(monkeypatch):
 @pytest.mark.parametrize("engine, moment", [
     pytest.param("estimator", "evaluation_start", marks=needs_estimator),
     pytest.param("estimator", "export", marks=needs_estimator),
-    ("keras", "keras_restore"),
-    ("keras", "eval_pass"),
+    pytest.param("keras", "keras_restore", marks=in_keras_env),
+    pytest.param("keras", "eval_pass", marks=in_keras_env),
     pytest.param("jax", "evaluation_start", marks=needs_jax),
 ])
 def test_a_checkpoint_deleted_under_the_evaluation_is_skipped_for_the_newest(

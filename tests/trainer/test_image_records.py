@@ -21,14 +21,14 @@ from common import record_schema, signature
 from common.user_errors import UserError
 from tests import user_commands
 from tests.conftest import encode_image, write_dataset
-from tests.engines import needs_estimator
+from tests.engines import KERAS, needs_estimator
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from tests.trainer.run_checks import served_predictions
 from trainer.data import data_checks, input as input_lib
 from trainer.run import eval_records
 from trainer.settings import table
 
-ENGINES = [pytest.param("estimator", marks=needs_estimator), "keras"]
+ENGINES = [pytest.param("estimator", marks=needs_estimator), KERAS]
 # (PIL mode, format) of each record in turn: batches of 8 mix them all with JPEGs.
 FORMATS = (("RGB", "PNG"), ("L", "PNG"), ("RGBA", "PNG"), ("RGB", "GIF"), ("RGB", "BMP"),
            ("RGB", "JPEG"))

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from tests.conftest import write_dataset
-from tests.engines import needs_estimator, needs_jax
+from tests.engines import KERAS, needs_estimator, needs_jax
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from tests.trainer.paused_task import MARK
 from tests.user_commands import start
@@ -69,7 +69,7 @@ def evaluated_steps(output_dir):
     return [record["global_step"] for record in eval_records.read_eval_results(output_dir)]
 
 
-@pytest.mark.parametrize("engine", [pytest.param("estimator", marks=needs_estimator), "keras",
+@pytest.mark.parametrize("engine", [pytest.param("estimator", marks=needs_estimator), KERAS,
                                     pytest.param("jax", marks=needs_jax)])
 def test_a_run_killed_between_evaluations_resumes_and_evaluates_where_an_uninterrupted_run_does(
         dataset, tmp_path, engine, caplog):

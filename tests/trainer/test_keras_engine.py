@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from common import signature, warmup
 from tests.conftest import write_dataset
-from tests.engines import needs_estimator
+from tests.engines import in_keras_env, needs_estimator
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from tests.trainer.run_checks import (check_eval_counts_every_example_once, check_rerun_changes_nothing,
                                       read_eval_events, read_eval_split, served_predictions, summary_tags)
@@ -86,6 +86,7 @@ def tiny_run_argv(data, out, engine="keras", **flags):
                         output_dir=out, engine=engine, **flags))
 
 
+@in_keras_env
 @pytest.mark.trains
 def test_a_keras_run_keeps_the_run_directory_contract(copy_of_tiny_run, capsys):
     data, out = copy_of_tiny_run("keras")  # the session's finished run: ours to rerun and refuse
@@ -107,6 +108,7 @@ def test_a_keras_run_keeps_the_run_directory_contract(copy_of_tiny_run, capsys):
     assert eval_records.read_eval_results(params["output_dir"])[-1]["global_step"] == 4
 
 
+@in_keras_env
 @pytest.mark.trains
 def test_the_knobs_train_and_the_averages_are_what_is_evaluated(tiny_dataset, tmp_path):
     """Moving average, label smoothing, momentum and the step schedule in one run; the record of
@@ -188,6 +190,7 @@ def test_use_tpu_builds_tpu_strategy_from_the_tpu_settings(tiny_params, monkeypa
         strategy_lib.make_strategy(dict(params, train_batch_size=12))
 
 
+@in_keras_env
 @pytest.mark.trains  # 9 steps through the engine's own train(), not a mode
 def test_cpu_run_builds_no_tpu_and_runs_iterations_per_loop_steps_per_call(tiny_params, monkeypatch):
     """Off TPU: the default strategy. Each call of the train function runs iterations_per_loop

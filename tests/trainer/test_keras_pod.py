@@ -24,10 +24,13 @@ import numpy as np
 import pytest
 
 from tests.conftest import free_ports, write_dataset
+from tests.engines import in_keras_env
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from tests.user_commands import REPO_ROOT, error_lines, run_trainer, user_env
 from trainer import chain
 from trainer.cloud.tf_config import ClusterError
+
+pytestmark = in_keras_env
 
 FILES = ("f0", "f1", "f2", "f3")  # record i is in file i % 4 and has label i % 4: a label names its file
 RECORDS_PER_FILE = 8

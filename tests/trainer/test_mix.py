@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.engines import needs_estimator
+from tests.engines import KERAS, needs_estimator
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from trainer.data import input as input_lib, mix
 from trainer.objective import loss as loss_lib, metrics
@@ -143,7 +143,7 @@ def test_evaluation_ignores_the_augmentation(write_tfrecord_dataset):
     assert np.array_equal(augmented["image"], plain["image"])
 
 
-@pytest.mark.parametrize("engine", [pytest.param("estimator", marks=needs_estimator), "keras"])
+@pytest.mark.parametrize("engine", [pytest.param("estimator", marks=needs_estimator), KERAS])
 @pytest.mark.trains
 def test_a_run_trains_with_every_augmentation_and_resumes_with_another(tiny_dataset, tmp_path, engine):
     """Through the trainer: mixed soft labels reach the engine's loss and the run finishes; a

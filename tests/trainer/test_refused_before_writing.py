@@ -12,12 +12,12 @@ import pytest
 from common.user_errors import UserError
 from tests import user_commands
 from tests.conftest import free_port, write_dataset
-from tests.engines import needs_estimator
+from tests.engines import KERAS, needs_estimator
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from trainer.cloud import tpu
 from trainer.settings import table
 
-ENGINES = [pytest.param("estimator", marks=needs_estimator), "keras"]
+ENGINES = [pytest.param("estimator", marks=needs_estimator), KERAS]
 NO_TPU = ("error: use_tpu: no TPU named and this machine is not a TPU VM (no /dev/accel* or "
           "/dev/vfio/[0-9]*, no $TPU_NAME): pass --tpu NAME (a Cloud TPU, with --tpu_zone and "
           "--gcp_project off Google Cloud), --tpu grpc://IP:8470, or run on the TPU VM; or train on "

@@ -17,13 +17,13 @@ import pytest
 import tensorflow as tf
 
 from tests.conftest import write_dataset
-from tests.engines import needs_estimator
+from tests.engines import KERAS, needs_estimator
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from tests.user_commands import start_trainer, user_env
 from trainer import chain, task
 from trainer.settings import checks
 
-ENGINES = [pytest.param("estimator", marks=needs_estimator), "keras"]
+ENGINES = [pytest.param("estimator", marks=needs_estimator), KERAS]
 
 
 def seeded_argv(data, out, engine, seed):

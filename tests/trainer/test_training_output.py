@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 from tests.conftest import write_dataset
-from tests.engines import needs_estimator
+from tests.engines import KERAS, needs_estimator
 from tests.trainer.run_checks import training_images
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from trainer import chain, task
@@ -80,7 +80,7 @@ def stderr_of_run(flags, capsys):
     return capsys.readouterr().err
 
 
-@pytest.mark.parametrize("engine", [pytest.param("estimator", marks=needs_estimator), "keras"])
+@pytest.mark.parametrize("engine", [pytest.param("estimator", marks=needs_estimator), KERAS])
 def test_summaries_at_every_save_summary_steps_and_each_progress_line_once(tiny_dataset, tmp_path,
                                                                          capsys, engine):
     out = tmp_path / "out"
@@ -102,7 +102,7 @@ def test_summaries_at_every_save_summary_steps_and_each_progress_line_once(tiny_
     assert len(shown) == len(set(shown)), f"a step's progress line printed twice: {progress}"
 
 
-@pytest.mark.parametrize("engine", [pytest.param("estimator", marks=needs_estimator), "keras"])
+@pytest.mark.parametrize("engine", [pytest.param("estimator", marks=needs_estimator), KERAS])
 def test_the_last_progress_line_shows_the_last_steps_loss(tiny_dataset, tmp_path, capsys, engine):
     # No L2 term (weight_decay 0): the data term the line shows is then the whole loss that
     # TensorBoard's "loss" shows. Mixup/CutMix's soft labels keep the loss far from 0, where
