@@ -27,7 +27,7 @@ from common import console
 
 console.quiet_unless_verbose()  # before Beam and TensorFlow load: they read the environment once
 
-from common import dataset_files, gcs_probe  # noqa: E402
+from common import beam_command, dataset_files, gcs_probe  # noqa: E402
 from common.user_errors import UserError  # noqa: E402
 from preprocess import images, progress, splits, summary  # noqa: E402
 
@@ -330,15 +330,14 @@ def run_and_check(config, options):
     return meta
 
 
+def stopped_state(config):
+    return (f"nothing was published; whatever --output_dir {config.output_dir} held before is as "
+            f"it was, and the same command starts the run again")
+
+
 def main(argv=None):
     """The command: a user's mistake is one line on stderr and exit code 2, not a traceback."""
-    config, pipeline_args = console.exit_on_user_error(parse_config, argv)
-    from common import beam_pipeline
-    beam_pipeline.configure_logging()
-    with console.exit_on_interrupt(lambda: (
-            f"nothing was published; whatever --output_dir {config.output_dir} held before is as "
-            f"it was, and the same command starts the run again")):
-        console.exit_on_user_error(run_config, config, pipeline_args)
+    beam_command.run_beam_command(parse_config, run_config, stopped_state, argv)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ import logging
 import posixpath
 import sys
 
-from common import console, prediction_records, signature
+from common import beam_command, console, prediction_records, signature
 from common.user_errors import UserError
 
 console.quiet_unless_verbose()  # before Beam and TensorFlow load: they read the environment once
@@ -173,15 +173,14 @@ def publish(args, staging, summary, files):
                                files)
 
 
+def stopped_state(args):
+    return (f"nothing was published; the files of an earlier run into --output {args.output} "
+            f"are as they were, and the same command starts the job again")
+
+
 def main(argv=None):
     """The command: run(), with a mistake the user can fix as one "error:" line and exit code 2."""
-    args, pipeline_args = console.exit_on_user_error(parse_args, argv)
-    from common import beam_pipeline
-    beam_pipeline.configure_logging()
-    with console.exit_on_interrupt(lambda: (
-            f"nothing was published; the files of an earlier run into --output {args.output} "
-            f"are as they were, and the same command starts the job again")):
-        console.exit_on_user_error(run_job, args, pipeline_args)
+    beam_command.run_beam_command(parse_args, run_job, stopped_state, argv)
     return 0
 
 
