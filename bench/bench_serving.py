@@ -39,9 +39,7 @@ from common import console
 
 def build_parser():
     parser = cli.make_parser("bench_serving", __doc__, "1 round")
-    parser.add_argument("--model_base_path", help="OUT/export/<model_name>; default: export one")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--requests", type=int, default=200, help="batch-1 requests per round")
+    cli.add_serving_flags(parser, rounds=3, requests=200, requests_help="batch-1 requests per round")
     return parser
 
 

@@ -37,9 +37,7 @@ from common import console
 
 def build_parser():
     parser = cli.make_parser("bench_serving_floor", __doc__, "2 rounds of 1000 requests")
-    parser.add_argument("--model_base_path", help="OUT/export/<model_name>; default: export one")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--requests", type=int, default=2000, help="per path and round")
+    cli.add_serving_flags(parser, rounds=5, requests=2000, requests_help="per path and round")
     parser.add_argument("--steps", action="store_true",
                         help="instead: the Python work per request, step by step, in process")
     return parser
@@ -53,8 +51,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from bench import bench_serving, floor_server, loadgen, raw_clients, serving_steps  # noqa: E402
 
-CLIENTS = 8
-SERVER_START_SECONDS = 300
+CLIENTS = bench_serving.LOAD_CLIENTS  # the same load as bench_serving's
 
 
 def process_cpu_seconds(pid):
@@ -76,7 +73,7 @@ def start_floor_server(model_base_path, batching_file, answer_jpeg):
         [sys.executable, "-m", "bench.floor_server", "--port", str(port), "--model_base_path",
          model_base_path, "--batching_parameters_file", batching_file, "--answer_jpeg",
          answer_jpeg], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    deadline = time.monotonic() + SERVER_START_SECONDS
+    deadline = time.monotonic() + bench_serving.SERVER_START_SECONDS
     for line in process.stdout:
         if line.startswith(floor_server.READY_LINE):
             return process, port

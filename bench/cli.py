@@ -24,6 +24,13 @@ def make_parser(script, doc, quick):
     return parser
 
 
+def add_serving_flags(parser, rounds, requests, requests_help):
+    """The flags of the serving benchmarks: the export to serve, and how much load how often."""
+    parser.add_argument("--model_base_path", help="OUT/export/<model_name>; default: export one")
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--requests", type=int, default=requests, help=requests_help)
+
+
 def answer_flags_first(parse_args):
     """For a script's `__main__` block, before its heavy imports: parse_args(argv) answers --help
     and refuses a mistake (exit 2) now; then the libraries' start-up lines are turned off."""
