@@ -8,7 +8,7 @@ the document; UTF-16/32 bodies are refused. Python's json reads the common body;
 refuses, or one with a \\uD800-\\uDFFF escape or a number too big for a double, is read
 again here byte by byte. A repeated key keeps its last value (rapidjson: the first).
 
-    .venv/bin/python -c "from serving.standin import json_reader as j; j.loads(b'[1, 2')"
+    .venv/bin/python -c "from serving.standin import json_reader as j; print(j.loads(b'[1, -Inf, NaN]'))"
 """
 import json
 import math
