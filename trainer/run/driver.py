@@ -36,24 +36,10 @@ def run(params, make_engine: typing.Callable[[dict], Engine]):
     The run directory's checkpoint state is read here (under the lock when the mode takes it)
     and passed down to what decides on it: warm start, the rounds, the mode's checkpoint."""
     mode, output_dir = modes.of(params), params["output_dir"]
-    needed_by = params["mode"] if mode.needs_checkpoint else None  # refused without a checkpoint
-    if mode.checks_run_dir:
-        data_checks.check_before_run(params)
-        # Read only: nothing, not even the lock, is written yet. A lost state's fallback is said
-        # once, by the check under the lock (a job beside the trainer has only this one).
-        state = checkpoints.checked_state(output_dir, repair=False, say=not mode.holds_lock,
-                                          needed_by=needed_by)
-        if mode.trains:
-            warm_start.check_source(params, state.step)  # a damaged source: the resume's one line
-        if params["use_tpu"]:
-            tpu.check_tpu(params)  # no TPU named, none here, no such TPU: one line, nothing written
-    else:  # predict: only the checkpoint it reads, when not an export
-        is_from_checkpoint = not params["predict_export_dir"]
-        state = checkpoints.checked_state(output_dir, repair=False, say=is_from_checkpoint,
-                                          needed_by=needed_by if is_from_checkpoint else None)
+    state = check_before_lock(params, mode)
     with trainer_lock.hold_output_dir(output_dir) if mode.holds_lock else contextlib.nullcontext():
         if mode.holds_lock:  # again under the lock, which may have waited
-            state = checkpoints.checked_state(output_dir, repair=True, needed_by=needed_by)
+            state = read_state(params, mode, is_locked=True)
         try:
             return run_mode(params, mode, state, make_engine)
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as err:
@@ -61,6 +47,31 @@ def run(params, make_engine: typing.Callable[[dict], Engine]):
             if named is None:
                 raise
             raise named from None
+
+
+def check_before_lock(params, mode):
+    """Everything checked before the lock, with nothing written: the data, the checkpoint state
+    (read only), a warm-start source and the TPU (predict: its checkpoint only). The state."""
+    if mode.checks_run_dir:
+        data_checks.check_before_run(params)
+    state = read_state(params, mode, is_locked=False)
+    if mode.trains:
+        warm_start.check_source(params, state.step)  # a damaged source: the resume's one line
+    if mode.checks_run_dir and params["use_tpu"]:
+        tpu.check_tpu(params)  # no TPU named, none here, no such TPU: one line, nothing written
+    return state
+
+
+def read_state(params, mode, is_locked):
+    """The checkpoint state as the mode reads it. Before the lock only read, not even the lock
+    written; a lost state's fallback is then said by the read under the lock (by this one for a
+    mode without the lock: a job beside the trainer, predict). Under the lock, repaired. predict
+    from an export reads no checkpoint: none is needed, nothing is said."""
+    reads_checkpoint = mode.checks_run_dir or not params["predict_export_dir"]
+    needed_by = params["mode"] if mode.needs_checkpoint and reads_checkpoint else None
+    return checkpoints.checked_state(
+        params["output_dir"], repair=is_locked, needed_by=needed_by,
+        say=is_locked or (reads_checkpoint and not mode.holds_lock))
 
 
 def run_mode(params, mode, state, make_engine):
