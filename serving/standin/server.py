@@ -233,7 +233,7 @@ def describe(running, options):
 def main(argv=None):
     args = build_parser().parse_args(argv)  # --help and flag mistakes: before TensorFlow loads
     console.quiet_libraries()  # TensorFlow's C++ start-up lines and Google's notices
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
+    logging.basicConfig(level=logging.WARNING, format="serving.standin.server: %(message)s")
     logging.getLogger("serving").setLevel(logging.INFO)  # version loads; TF's own INFO stays off
     # SIGTERM before the server starts: a client served at once may stop it at once (the demo
     # does), and that stop must still be graceful and come after the start-up line.

@@ -136,6 +136,10 @@ def test_demo_starts_classifies_and_stops_the_standin(tiny_export_base, sample_j
         result.stdout[-2000:], result.stderr[-2000:])
     assert "serving.standin.server: stopped" in result.stdout
     assert lines[-1] == "serving.demo: server stopped (exit code 0)"
+    # the stand-in's log lines start with its name, as the launcher's and the demo's lines do
+    warm_up = (rf"serving\.standin\.server: model image_classifier: serving version 1 from "
+               rf"{re.escape(str(tiny_export_base))}/1 \(\d+ warmup requests replayed\)")
+    assert [bool(re.fullmatch(warm_up, line)) for line in result.stderr.splitlines()] == [True]
 
 
 class ForeignHandler(http.server.BaseHTTPRequestHandler):
