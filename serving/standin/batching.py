@@ -127,7 +127,7 @@ class BatchScheduler:
         for key in keys[start:] + keys[:start]:
             queue = self._queues[key]
             head = queue.batches[0]
-            if head.is_closed or now - head.started >= self.timeout_seconds:
+            if head.is_closed or self._is_stopping or now - head.started >= self.timeout_seconds:
                 queue.batches.popleft()
                 if not queue.batches:
                     del self._queues[key]
@@ -186,7 +186,7 @@ class BatchScheduler:
             self._is_stopping = True
             self._condition.notify_all()
         for thread in self._threads:
-            thread.join(timeout=10)
+            thread.join()
 
 
 def round_to_allowed_size(allowed_sizes, size):

@@ -62,8 +62,10 @@ def typed_values(array, dtype):
 
 
 def abort_on_error(method):
-    """Turns ServingError into the matching gRPC status; logs anything else as INTERNAL."""
+    """Turns ServingError into the matching gRPC status; logs anything else as INTERNAL. The
+    RPC is in self.in_flight meanwhile (a set: add and discard are atomic, no lock needed)."""
     def wrapper(self, request, context):
+        self.in_flight.add(context)
         try:
             return method(self, request, context)
         except errors.ServingError as e:
@@ -71,6 +73,8 @@ def abort_on_error(method):
         except Exception as e:  # the RPC boundary: log it, answer INTERNAL, keep serving
             logging.exception("gRPC %s failed", method.__name__)
             context.abort(grpc.StatusCode.INTERNAL, f"{type(e).__name__}: {e}")
+        finally:
+            self.in_flight.discard(context)
     return wrapper
 
 
@@ -152,8 +156,8 @@ def metadata(core, request):
 
 
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
-    def __init__(self, core, metrics=None):
-        self.core, self.metrics = core, metrics
+    def __init__(self, core, metrics, in_flight):
+        self.core, self.metrics, self.in_flight = core, metrics, in_flight
 
     @abort_on_error
     def Predict(self, request, context):
@@ -184,8 +188,8 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
 
 class ModelService(model_service_pb2_grpc.ModelServiceServicer):
-    def __init__(self, core, metrics=None):
-        self.core, self.metrics = core, metrics
+    def __init__(self, core, metrics, in_flight):
+        self.core, self.metrics, self.in_flight = core, metrics, in_flight
 
     @abort_on_error
     def HandleReloadConfigRequest(self, request, context):
@@ -250,10 +254,13 @@ def start_grpc_server(core, host, port, max_message_bytes, metrics=None):
                # gRPC's default SO_REUSEPORT lets a second server bind the same port and
                # silently take half the connections; a port in use must be an error.
                ("grpc.so_reuseport", 0)]
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=GRPC_WORKERS), options=options)
+    executor = futures.ThreadPoolExecutor(max_workers=GRPC_WORKERS)
+    server = grpc.server(executor, options=options)
+    server.executor, server.in_flight = executor, set()  # for RunningServer.stop()
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
-        PredictionService(core, metrics), server)
-    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(core, metrics), server)
+        PredictionService(core, metrics, server.in_flight), server)
+    model_service_pb2_grpc.add_ModelServiceServicer_to_server(
+        ModelService(core, metrics, server.in_flight), server)
     try:
         bound = server.add_insecure_port(f"{host}:{port}")
     except RuntimeError as e:  # newer grpc raises here instead of returning 0

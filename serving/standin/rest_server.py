@@ -26,7 +26,6 @@ MAX_DISCARD_BYTES = 128 * 1024 * 1024
 DISCARD_SECONDS = 5
 RECEIVE_BYTES = 256 * 1024  # read at once while dropping a refused body
 ACCEPT_POLL_SECONDS = 0.1  # how soon shutdown() is seen by the accepting thread
-STOP_GRACE_SECONDS = 1.0  # requests in flight at stop() get this long to be answered
 LOG = logging.getLogger()  # the root logger: REST errors stand among the server's own lines
 
 
@@ -137,6 +136,7 @@ class RestConnection(socketserver.StreamRequestHandler):
             status, answer = handle_request(server, head.method, head.target, request.body)
         except Exception as e:  # noqa: BLE001 - the request boundary: answer, keep serving
             status, answer = error_answer(e, head.method, head.target)
+        head.close_after |= server.is_stopping  # answered during a stop: the connection's last
         return json_answer(head, status, answer)
 
     def refuse(self, event):
@@ -163,7 +163,7 @@ class RestConnection(socketserver.StreamRequestHandler):
 class RestServer(socketserver.ThreadingTCPServer):
     """The listening socket, a thread per connection; stop with shutdown(), server_close()."""
 
-    daemon_threads = True  # a request stuck in a model call never holds up the process's exit
+    daemon_threads = False  # server_close() joins them: no model call outlives the server
     allow_reuse_address = True  # as HTTPServer
     request_queue_size = 128
 
@@ -172,6 +172,7 @@ class RestServer(socketserver.ThreadingTCPServer):
         self.max_request_bytes = max_request_bytes
         self.prometheus_path = prometheus_path  # None: no metrics page (monitoring is off)
         self.connections = {}  # socket -> is it busy (a request read or answered)?
+        self.is_stopping = False
         self._changed = threading.Condition()
         super().__init__(address, RestConnection)
         self.server_port = self.server_address[1]  # as HTTPServer has it
@@ -197,20 +198,23 @@ class RestServer(socketserver.ThreadingTCPServer):
             self.connections.pop(sock, None)
             self._changed.notify_all()
 
-    def shutdown(self):
-        """Stops accepting; requests in flight get STOP_GRACE_SECONDS to be read and
-        answered, then every connection is closed."""
+    def shutdown(self, grace_seconds=0):
+        """Closes the listening socket (new connections are refused) after taking those made
+        before; requests in flight get grace_seconds to be read and answered, then every
+        connection is closed. Returns how many requests were still in flight then."""
+        self.is_stopping = True
         super().shutdown()
         self.accept_pending()
+        self.socket.close()
         with self._changed:
-            self._changed.wait_for(lambda: not any(self.connections.values()),
-                                   STOP_GRACE_SECONDS)
-            sockets = list(self.connections)
+            self._changed.wait_for(lambda: not any(self.connections.values()), grace_seconds)
+            sockets, busy = list(self.connections), sum(self.connections.values())
         for sock in sockets:
             try:
                 sock.shutdown(socket.SHUT_RDWR)  # its thread's recv() or sendall() ends
             except OSError:
                 pass  # already closed by its client
+        return busy
 
 
 def start_rest_server(core, host, port, max_request_bytes=DEFAULT_MAX_REQUEST_BYTES,

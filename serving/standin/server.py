@@ -5,7 +5,8 @@ Use real TF Serving (`python -m serving.launch` picks it when Docker or
 TF Serving's flags and config files and answers its REST API and gRPC services with
 its codes and words; docs/serving.md lists what it implements and where it differs.
 A bad flag, config file or busy port is one "error:" line and exit code 2; --help and
-a mistyped flag answer before TensorFlow loads.
+a mistyped flag answer before TensorFlow loads. SIGTERM or Ctrl-C: new requests are refused,
+those received are answered (--shutdown_grace_seconds at most), then exit code 0.
 
     .venv/bin/python -m serving.standin.server --model_name image_classifier \
         --model_base_path OUT/export/image_classifier --rest_api_port 8501 --port 8500
@@ -27,7 +28,11 @@ from common.user_errors import UserError
 # where a server starts, so that --help and flag mistakes answer at once.
 from serving.standin import batching, config_files, metrics as metrics_lib
 
-STANDIN_BANNER = "TF Serving development stand-in (serving.standin.server), not TF Serving"
+NAME = "serving.standin.server"  # starts each line it prints, as serving.launch's and serving.demo's
+STANDIN_BANNER = f"TF Serving development stand-in ({NAME}), not TF Serving"
+# --shutdown_grace_seconds' default: with the preStop sleep of the Deployment serving.k8s writes
+# and time to exit, it fits Kubernetes' default termination grace, 30 s (manifests.py adds them up).
+DEFAULT_SHUTDOWN_GRACE_SECONDS = 15
 
 
 def build_parser():
@@ -79,6 +84,10 @@ def add_server_flags(parser):
     group.add_argument("--max_request_bytes", type=int,
                        help="larger REST bodies get HTTP 413 and gRPC messages RESOURCE_EXHAUSTED "
                             "(stand-in only; default: rest_server.DEFAULT_MAX_REQUEST_BYTES, 16 MiB)")
+    group.add_argument("--shutdown_grace_seconds", type=float,
+                       default=DEFAULT_SHUTDOWN_GRACE_SECONDS, help="on SIGTERM or Ctrl-C, how "
+                       "long requests received get to be answered (stand-in only: TF Serving "
+                       "ends at once); a second signal ends it at once")
 
 
 def parse_bool(text):
@@ -115,11 +124,18 @@ class RunningServer:
         self.host = rest_server.server_address[0]
         self.rest_port, self.grpc_port = rest_server.server_port, grpc_port
 
-    def stop(self):
-        self.rest_server.shutdown()
-        self.rest_server.server_close()
-        self.grpc_server.stop(grace=1).wait()
-        self.core.stop()
+    def stop(self, grace_seconds=DEFAULT_SHUTDOWN_GRACE_SECONDS):
+        """Refuses new requests at once, answers those received within grace_seconds, closes the
+        rest: returns how many. Returns once no model call runs (TF's exit handlers unmap the
+        oneDNN kernels a running call executes: a segmentation fault)."""
+        grpc_stopped = self.grpc_server.stop(grace_seconds)
+        unanswered = self.rest_server.shutdown(grace_seconds)
+        grpc_stopped.wait()
+        unanswered += len(self.grpc_server.in_flight)  # cancelled; their model calls still run
+        self.core.stop()  # the batch threads run what is queued first
+        self.rest_server.server_close()  # joins every connection's thread
+        self.grpc_server.executor.shutdown()  # and every RPC's
+        return unanswered
 
 
 class UsageError(UserError):
@@ -191,6 +207,9 @@ def start_endpoints(core, metrics, options):
 
 def options_from_args(args):
     """ServerOptions from the parsed flags; UsageError or ConfigFileError for a bad one."""
+    if not 0 <= args.shutdown_grace_seconds < float("inf"):  # NaN too
+        raise UsageError(f"--shutdown_grace_seconds={args.shutdown_grace_seconds:g} must be a "
+                         "finite number >= 0")
     if args.model_config_file:
         config = config_files.read_model_server_config(args.model_config_file)
     elif args.model_base_path:
@@ -233,7 +252,7 @@ def describe(running, options):
 def main(argv=None):
     args = build_parser().parse_args(argv)  # --help and flag mistakes: before TensorFlow loads
     console.quiet_libraries()  # TensorFlow's C++ start-up lines and Google's notices
-    logging.basicConfig(level=logging.WARNING, format="serving.standin.server: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format=f"{NAME}: %(message)s")
     logging.getLogger("serving").setLevel(logging.INFO)  # version loads; TF's own INFO stays off
     # SIGTERM before the server starts: a client served at once may stop it at once (the demo
     # does), and that stop must still be graceful and come after the start-up line.
@@ -246,9 +265,16 @@ def main(argv=None):
         console.exit_with_error(err)
     signal.signal(signal.SIGINT, lambda *_: stop.set())  # Ctrl-C while loading: KeyboardInterrupt
     print(describe(running, options), flush=True)
-    stop.wait()
-    running.stop()
-    print("serving.standin.server: stopped", flush=True)
+    # Timed: the kernel may hand the signal to another thread (gRPC's, TensorFlow's); Python
+    # then runs the handler only once the main thread runs Python again.
+    while not stop.wait(0.5):
+        pass
+    for name in (signal.SIGTERM, signal.SIGINT):  # a second signal ends the process at once
+        signal.signal(name, signal.SIG_DFL)
+    unanswered = running.stop(args.shutdown_grace_seconds)
+    closed = (f"; {unanswered} requests still in flight after --shutdown_grace_seconds were "
+              "closed") if unanswered else ""
+    print(f"{NAME}: stopped{closed}", flush=True)
 
 
 if __name__ == "__main__":

@@ -191,7 +191,9 @@ def test_readme_layout_lists_every_module_and_no_stale_one():
     assert not stale, f"README Layout lists files that do not exist: {stale}"
 
 
-STANDIN_MAX_LINES = 3500  # issue 34: a development server furnished for fidelity, not for speed
+# issue 34: a development server furnished for fidelity, not for speed; issue 46 added 37 lines
+# for a stop that answers every request received, which TF Serving (it ends at once) lacks.
+STANDIN_MAX_LINES = 3540
 
 
 def test_the_standin_stays_furnished_for_its_purpose():

@@ -74,20 +74,6 @@ def test_an_idle_connection_is_closed(tiny_export_base, monkeypatch):
         running.stop()
 
 
-def test_stop_answers_a_request_in_flight(tiny_export_base, sample_jpegs):
-    """stop() while a request waits in its batch: the request is answered, then all stops."""
-    options = config_files.BatchingOptions(max_batch_size=8, batch_timeout_micros=300_000,
-                                           num_batch_threads=1, allowed_batch_sizes=(8,))
-    running = server.start_server("image_classifier", str(tiny_export_base), batching=options,
-                                  enable_warmup=False)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        waiting = pool.submit(rest_call, running, "POST", MODEL + ":predict",
-                              {"instances": [b64(sample_jpegs[0])]})
-        time.sleep(0.1)
-        running.stop()
-        assert waiting.result(timeout=30)[0] == 200
-
-
 def test_stop_answers_the_first_request_of_a_connection_made_before_it(tiny_export_base):
     """A client that connected before stop() but whose request bytes arrive just after (a
     loaded machine) is answered: a connection is idle only between its requests."""
