@@ -62,6 +62,7 @@ def inference_service(settings):
                  "maxReplicas": settings.max_replicas, "scaleMetric": "cpu",
                  "scaleTarget": settings.target_cpu_utilization,
                  "securityContext": manifests.pod_security_context(),
+                 "terminationGracePeriodSeconds": manifests.TERMINATION_GRACE_SECONDS,
                  "topologySpreadConstraints": placement.spread_constraints(settings, pod_selector(settings)),
                  "volumes": [manifests.config_volume(settings)[0], manifests.scratch_volume()[0]],
                  "model": model(settings)}

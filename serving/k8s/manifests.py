@@ -17,7 +17,7 @@ from google.protobuf import text_format
 
 from serving import launch
 from serving.k8s import placement
-from serving.standin import config_files
+from serving.standin import config_files, server as standin
 
 CONFIG_DIR = "/etc/tf-serving"  # where the ConfigMap is mounted, read-only
 BATCHING_FILE = "batching_parameters.txt"
@@ -29,6 +29,12 @@ SCRATCH_DIR, SCRATCH_SIZE = "/tmp", "1Gi"  # an emptyDir: the root file system i
 # TF Serving ends at once on SIGTERM (docs/serving.md: no handler in main.cc); while the pod
 # leaves the Service's endpoints, requests still routed to it must be answered.
 PRE_STOP_SLEEP_SECONDS = 10
+EXIT_SECONDS = 5  # after the stand-in's grace: what is left closed, the process gone
+# The pod's terminationGracePeriodSeconds counts the preStop sleep; then SIGTERM, which the
+# stand-in (served with these flags in tests/serving/test_k8s.py) answers by finishing the
+# requests it received within its default grace: 30 s in all, Kubernetes' default.
+TERMINATION_GRACE_SECONDS = (PRE_STOP_SLEEP_SECONDS + standin.DEFAULT_SHUTDOWN_GRACE_SECONDS
+                             + EXIT_SECONDS)
 PART_OF = "tpu-image-classifier"
 SERVING_PORTS = (launch.DEFAULT_GRPC_PORT, launch.DEFAULT_REST_API_PORT)  # gRPC, REST
 
@@ -213,6 +219,7 @@ def deployment(settings):
     annotations = {**prometheus_annotations(launch.DEFAULT_REST_API_PORT),
                    "checksum/config": config_checksum(settings)}
     pod = {"serviceAccountName": settings.name, "securityContext": pod_security_context(),
+           "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
            "topologySpreadConstraints": placement.spread_constraints(settings, pod_selector(settings)),
            "containers": [container(settings)],
            "volumes": [config_volume(settings)[0], scratch_volume()[0]]}

@@ -196,6 +196,17 @@ def test_the_deployment_serves_the_export_from_gcs_with_probes_resources_and_scr
         == (2, 10, 60)
 
 
+def test_the_termination_grace_holds_the_pre_stop_sleep_then_the_stand_in_s_drain():
+    """Kubernetes counts the preStop sleep in terminationGracePeriodSeconds, then sends SIGTERM:
+    the stand-in's default --shutdown_grace_seconds fits after it, within Kubernetes' default 30 s."""
+    grace = server.build_parser().parse_args([]).shutdown_grace_seconds
+    pod = by_kind(manifests.build_objects(SETTINGS))["Deployment"]["spec"]["template"]["spec"]
+    predictor = kserve.build_objects(SETTINGS)[2]["spec"]["predictor"]
+    for spec, container in ((pod, pod["containers"][0]), (predictor, predictor["model"])):
+        sleep = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+        assert sleep + grace < spec["terminationGracePeriodSeconds"] == 30
+
+
 def test_workload_identity_is_an_annotation_only_when_a_google_service_account_is_given():
     plain = manifests.service_account(SETTINGS)
     assert "annotations" not in plain["metadata"]
