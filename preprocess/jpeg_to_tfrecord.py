@@ -16,20 +16,18 @@ one (preprocess/output_dir.py); a run with no usable row publishes nothing.
 
 Every option this module does not define is a Beam pipeline option and is
 passed through (--runner, --project, --max_num_workers, --setup_file, ...).
-Beam loads only once the flags have parsed: --help and a typo answer at once.
+This module holds the flags and their checks and imports no Beam: --help answers at once, and
+Beam's side (preprocess/pipeline.py) loads only once the flags have parsed.
 """
-import dataclasses
-import logging
-import os
 import re
 
 from common import console
 
 console.quiet_unless_verbose()  # before Beam and TensorFlow load: they read the environment once
 
-from common import beam_command, dataset_files, gcs_probe  # noqa: E402
+from common import beam_command, gcs_probe  # noqa: E402
 from common.user_errors import UserError  # noqa: E402
-from preprocess import images, progress, splits, summary  # noqa: E402
+from preprocess import images  # noqa: E402
 
 # Used when the split comes from hashing (one CSV or --input_dir) and no
 # --eval_fraction was given: 10% held out, the usual choice for the flowers data.
@@ -37,31 +35,10 @@ DEFAULT_EVAL_FRACTION = 0.1
 # More threads than this per process only queue behind the GIL.
 MAX_IMAGE_THREADS = 64
 SPLIT_NAME = re.compile(r"^[A-Za-z0-9_]+$")
-_LOGGER = logging.getLogger(progress.LOGGER_NAME)
-
-
-@dataclasses.dataclass(frozen=True)
-class Config:
-    output_dir: str
-    csv_inputs: tuple          # ((split or None, csv path), ...), globs expanded
-    input_dir: str             # or "" when reading CSVs
-    eval_fraction: float
-    labels: tuple              # from --labels_file, or () = derive from the data
-    num_shards: int            # 0 = choose by size
-    resize: int                # 0 = keep the size
-    max_pixels: int
-    jpeg_quality: int
-    image_threads: int         # 0 = choose by runner (choose_image_threads)
-    worker_processes: int = 1  # sharing the image work; progress.UNKNOWN on a remote runner
-
-    @property
-    def splits(self):
-        named = [split for split, _ in self.csv_inputs if split]
-        return tuple(dict.fromkeys(named)) or (splits.TRAIN, splits.EVAL)
 
 
 class ConfigError(UserError):
-    """A flag, a path or an input that cannot work: one line naming it and the fix."""
+    """A flag that cannot work, alone or with the others: one line naming it and the fix."""
 
 
 def make_parser():
@@ -94,22 +71,22 @@ def make_parser():
 
 
 def parse_config(argv):
-    """argv -> (validated Config, the remaining Beam pipeline args)."""
+    """argv -> (validated pipeline.Config, the remaining Beam pipeline args)."""
     parser = make_parser()
     args, pipeline_args = parser.parse_known_args(argv)  # --help exits here, before Beam loads
-    from common import beam_pipeline
-    beam_pipeline.check_pipeline_args(parser, pipeline_args)
-    check_numbers(args)
+    pipeline = import_pipeline()
+    pipeline.check_pipeline_args(parser, pipeline_args)
+    check_numbers(args, pipeline.MAX_SHARDS)
     check_gcs_paths(args)
-    csv_inputs = expand_csv_inputs(parse_csv_inputs(args.input_csv))
+    csv_inputs = pipeline.expand_csv_inputs(parse_csv_inputs(args.input_csv))
     is_hash_split = bool(args.input_dir) or (len(csv_inputs) == 1 and csv_inputs[0][0] is None)
     eval_fraction = check_eval_fraction(args.eval_fraction, is_hash_split)
     if args.input_dir:
-        check_folder_has_files(args.input_dir)
-    labels = tuple(read_labels_file(args.labels_file)) if args.labels_file else ()
-    config = Config(args.output_dir.rstrip("/"), tuple(csv_inputs), args.input_dir.rstrip("/"),
-                    eval_fraction, labels, args.num_shards, args.resize, args.max_pixels,
-                    args.jpeg_quality, args.image_threads)
+        pipeline.check_folder_has_files(args.input_dir)
+    labels = tuple(pipeline.read_labels_file(args.labels_file)) if args.labels_file else ()
+    config = pipeline.Config(
+        args.output_dir.rstrip("/"), tuple(csv_inputs), args.input_dir.rstrip("/"), eval_fraction,
+        labels, args.num_shards, args.resize, args.max_pixels, args.jpeg_quality, args.image_threads)
     return config, pipeline_args
 
 
@@ -125,12 +102,11 @@ def check_gcs_paths(args):
         gcs_probe.check_readable(path, flag, checked)
 
 
-def check_numbers(args):
-    from preprocess import shards
+def check_numbers(args, max_shards):
     if bool(args.input_csv) == bool(args.input_dir):
         raise ConfigError("give either --input_csv (one or more) or --input_dir, not "
                          f"{'both' if args.input_dir else 'neither'}")
-    checks = [("num_shards", args.num_shards, 0, shards.MAX_SHARDS),
+    checks = [("num_shards", args.num_shards, 0, max_shards),
               ("resize", args.resize, 0, None), ("max_pixels", args.max_pixels, 1, None),
               ("jpeg_quality", args.jpeg_quality, 1, 100),
               ("image_threads", args.image_threads, 0, MAX_IMAGE_THREADS)]
@@ -160,24 +136,6 @@ def parse_csv_inputs(values):
     return parsed
 
 
-def expand_csv_inputs(csv_inputs):
-    """Expands globs; a path or glob that matches no file is an error naming it."""
-    from apache_beam.io.filesystems import FileSystems
-    expanded = []
-    for split, pattern in csv_inputs:
-        paths = sorted(m.path for result in FileSystems.match([pattern])
-                       for m in result.metadata_list)
-        if not paths:
-            raise ConfigError(f"--input_csv {pattern} matches no file")
-        folders = [path for path in paths if "://" not in path and os.path.isdir(path)]
-        if folders:  # Beam's local match lists a folder as a match of its own name
-            raise ConfigError(f"--input_csv {pattern}: {folders[0]} is a folder; pass a CSV "
-                              f"file of uri,label lines, or --input_dir {folders[0]} for a "
-                              f"folder of images in one folder per label")
-        expanded.extend((split, path) for path in paths)
-    return expanded
-
-
 def check_eval_fraction(eval_fraction, is_hash_split):
     if not is_hash_split:
         if eval_fraction is not None:
@@ -190,96 +148,6 @@ def check_eval_fraction(eval_fraction, is_hash_split):
     return value
 
 
-def check_folder_has_files(root):
-    from apache_beam.io.filesystems import FileSystems
-    from preprocess import sources
-    if "://" in root:
-        pattern = FileSystems.join(root.rstrip("/"), "**")
-        found = FileSystems.match([pattern], limits=[1])[0].metadata_list
-    elif not os.path.isdir(root):
-        raise ConfigError(f"--input_dir {root}: no such folder")
-    else:
-        found = next(iter(sources.list_folder_files(root.rstrip("/"))), None)
-    if not found:
-        raise ConfigError(f"--input_dir {root} has no files in label folders (ROOT/<label>/<image>)")
-
-
-def read_labels_file(path):
-    from preprocess import shards
-    try:
-        text = shards.read_text(path)
-    except OSError as err:  # Beam's BeamIOError too
-        raise ConfigError(f"--labels_file {path}: cannot read it ({err})") from None
-    return dataset_files.parse_labels(text, source=path)
-
-
-def choose_image_threads(requested, options):
-    """--image_threads if given; else one per core when the local runner keeps its
-    workers in this one process (threads or in_memory: one shared pool then
-    balances the cores), and 1 (inline) elsewhere: local worker processes, and
-    remote runners, which run a worker process per core and rebalance work themselves.
-    """
-    from apache_beam.options.pipeline_options import DirectOptions
-    from common import beam_pipeline
-    if requested:
-        return requested
-    mode = options.view_as(DirectOptions).direct_running_mode
-    if beam_pipeline.runner_name(options) == beam_pipeline.LOCAL_RUNNER and mode != "multi_processing":
-        return os.cpu_count() or 1
-    return 1
-
-
-def choose_worker_processes(options):
-    """How many worker processes share the image work, for the progress line's estimate:
-    1 when the local runner works in this process, its workers in multi_processing, and
-    progress.UNKNOWN on other runners."""
-    from apache_beam.options.pipeline_options import DirectOptions
-    from common import beam_pipeline
-    if beam_pipeline.runner_name(options) != beam_pipeline.LOCAL_RUNNER:
-        return progress.UNKNOWN
-    direct = options.view_as(DirectOptions)
-    if direct.direct_running_mode == "multi_processing":
-        return direct.direct_num_workers or os.cpu_count() or 1
-    return 1
-
-
-def build_pipeline(pipeline, config):
-    """Wires the transforms; returns the PCollection holding the final metadata dict."""
-    import apache_beam as beam
-    from preprocess import transforms
-    if config.input_dir:
-        read = pipeline | "ReadRows" >> transforms.ReadFolderRows(
-            config.input_dir, config.eval_fraction)
-    else:
-        read = pipeline | "ReadRows" >> transforms.ReadCsvRows(
-            config.csv_inputs, config.eval_fraction)
-    if config.labels:
-        labels = pipeline | "GivenLabels" >> beam.Create([list(config.labels)])
-    else:
-        labels = read["rows"] | "DeriveLabels" >> transforms.DeriveLabels()
-    total = read["rows"] | "CountRows" >> transforms.CountRows()
-    processed = read["rows"] | "ProcessImages" >> transforms.ProcessImages(
-        labels, config.max_pixels, config.resize, config.jpeg_quality, config.image_threads,
-        total, config.worker_processes)
-    shard_stats = processed["records"] | "WriteShards" >> transforms.WriteShards(
-        config.output_dir, labels, config.num_shards or None, config.splits)
-    errors = ((read[transforms.ERRORS], processed[transforms.ERRORS])
-              | "AllErrors" >> beam.Flatten())
-    return ({"labels": labels, "shard_stats": shard_stats, "errors": errors,
-             "rows_read": read["rows_read"]}
-            | "WriteDatasetFiles" >> transforms.WriteDatasetFiles(
-                config.output_dir, config.splits))
-
-
-def log_local_workers(options):
-    from apache_beam.options.pipeline_options import DirectOptions
-    direct = options.view_as(DirectOptions)
-    if direct.direct_running_mode == "multi_processing":
-        workers = direct.direct_num_workers or os.cpu_count()
-        # Say why the first seconds are quiet: each worker process imports Beam first.
-        _LOGGER.info("Starting %d local worker processes (start-up takes 10-15 s)", workers)
-
-
 def run(argv=None):
     """Runs the job to completion; returns the metadata dict it published."""
     return run_config(*parse_config(argv))
@@ -287,47 +155,14 @@ def run(argv=None):
 
 def run_config(config, pipeline_args):
     """run() once the flags have parsed into a Config and the Beam pipeline args."""
-    from apache_beam.options.pipeline_options import StandardOptions
-    from common import beam_pipeline
-    from preprocess import output_dir
-    options = beam_pipeline.build_pipeline_options(pipeline_args, [progress.LOGGER_NAME])
-    config = dataclasses.replace(
-        config, image_threads=choose_image_threads(config.image_threads, options),
-        worker_processes=choose_worker_processes(options))
-    with output_dir.hold(config.output_dir):
-        output_dir.remove_leftovers(config.output_dir)
-        staging = output_dir.new_staging_dir(config.output_dir)
-        _LOGGER.info("Runner %s; %d image thread(s) per worker process; writing to %s "
-                     "(published to %s when complete); splits %s",
-                     options.view_as(StandardOptions).runner, config.image_threads, staging,
-                     config.output_dir, ", ".join(config.splits))
-        try:
-            meta = run_and_check(dataclasses.replace(config, output_dir=staging), options)
-        except BaseException:
-            output_dir.discard_keeping_dead_letters(staging)
-            raise
-        if output_dir.publish(staging, config.output_dir):
-            _LOGGER.info("Replaced the earlier dataset in %s", config.output_dir)
-    return meta
+    return import_pipeline().run_config(config, pipeline_args)
 
 
-def run_and_check(config, options):
-    """Runs the pipeline into config.output_dir (the staging folder) and refuses a dataset
-    that would be silently wrong (preprocess/summary.py); returns its metadata."""
-    from apache_beam.io.filesystems import FileSystems
-    from common import beam_pipeline
-    from preprocess import shards, transforms
-    log_local_workers(options)
-    beam_pipeline.run_to_completion(lambda pipeline: build_pipeline(pipeline, config), options)
-    meta = dataset_files.parse_metadata(
-        shards.read_text(FileSystems.join(config.output_dir, dataset_files.METADATA_FILE)))
-    errors_path = FileSystems.join(config.output_dir, transforms.ERRORS_FILE)
-    summary.check_some_rows_usable(meta, summary.describe_inputs(
-        [path for _, path in config.csv_inputs], config.input_dir), errors_path)
-    print(summary.format_summary(meta), flush=True)
-    if not config.labels:
-        summary.check_every_label_has_records(meta, errors_path)
-    return meta
+def import_pipeline():
+    """preprocess/pipeline.py, the Beam side, imported here alone: Beam takes seconds to import,
+    so the command imports it only once --help and the flags have parsed."""
+    from preprocess import pipeline
+    return pipeline
 
 
 def stopped_state(config):

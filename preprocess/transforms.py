@@ -1,7 +1,7 @@
 """The pipeline's PTransforms and DoFns: read rows, load + validate images, write shards.
 
 Each composite here is tested on its own with TestPipeline (tests/preprocess/);
-preprocess/jpeg_to_tfrecord.py only wires them together.
+preprocess/pipeline.py only wires them together.
 
     python -m preprocess.jpeg_to_tfrecord --input_csv train=T.csv --input_csv eval=E.csv --output_dir OUT
 """

@@ -1,11 +1,16 @@
-"""The entry point end to end: hostile corpus with exact counts, round trip, flags, runners."""
+"""The entry point end to end: hostile corpus with exact counts, round trip, flags, runners.
+
+    .venv/bin/python -m pytest -q tests/preprocess/test_jpeg_to_tfrecord.py
+"""
+import ast
 import json
 import os
+import pathlib
 
 import pytest
 
 from common import beam_pipeline
-from preprocess import jpeg_to_tfrecord, summary
+from preprocess import jpeg_to_tfrecord, pipeline, summary
 from tests.conftest import encode_image, pattern_image
 from tests.preprocess.conftest import IN_PROCESS, read_split
 
@@ -182,7 +187,28 @@ def test_bad_flags_are_rejected_naming_the_value(tmp_path, argv, message):
 ])
 def test_image_threads_by_runner_unless_given(requested, beam_args, expected):
     options = beam_pipeline.build_pipeline_options(beam_args)
-    assert jpeg_to_tfrecord.choose_image_threads(requested, options) == expected
+    assert pipeline.choose_image_threads(requested, options) == expected
+
+
+def functions_importing(path):
+    """{function name: its import statements} of a module's source, nested functions included."""
+    found = {}
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            imports = [ast.unparse(inner) for inner in ast.walk(node)
+                       if isinstance(inner, (ast.Import, ast.ImportFrom))]
+            if imports:
+                found[node.name] = imports
+    return found
+
+
+def test_the_entry_point_imports_beams_side_in_one_place():
+    """The command imports Beam's side once, after its flags (--help answers at once: the test of
+    that is tests/common/test_entry_points.py); that side imports at its top, as modules do."""
+    folder = pathlib.Path(jpeg_to_tfrecord.__file__).parent
+    assert functions_importing(folder / "jpeg_to_tfrecord.py") == {
+        "import_pipeline": ["from preprocess import pipeline"]}
+    assert functions_importing(folder / "pipeline.py") == {}
 
 
 def test_local_run_never_tries_prism(hostile_corpus, monkeypatch):
