@@ -75,8 +75,10 @@ def folder(destination, replace=False, files=GFiles, clear_leftovers=False):
     included, it is deleted and destination stays as it was; a kill leaves it beside destination.
 
     An existing destination: FileExistsError, or with replace the old folder is set aside, put
-    back if the new one's rename fails, and deleted after. clear_leftovers: first delete what
-    killed publishes of destination left (only for a caller that is its only publisher now).
+    back if the new one's rename fails, and deleted after. clear_leftovers (only for a caller that
+    is destination's only publisher now): first clear what killed publishes of destination left,
+    their staging folders deleted and a folder set aside by a replace put back or deleted
+    (remove_leftovers).
     """
     destination = destination.rstrip("/")
     if clear_leftovers:
@@ -109,12 +111,33 @@ def move_into_place(staged, destination, replace, files):
     files.remove_tree(old)
 
 
-def leftovers(destination, files=GFiles):
-    """The staging folders killed publishes of destination left beside it."""
+def leftovers(destination, files=GFiles, what=STAGING):
+    """The folders killed publishes of destination left beside it: their staging folders, or
+    (what=OLD) the folders a replace set aside."""
     parent, name = posixpath.split(destination.rstrip("/"))
-    return sorted(files.glob(posixpath.join(parent, f".{name}.{STAGING}-*")))
+    return sorted(files.glob(posixpath.join(parent, f".{name}.{what}-*")))
 
 
 def remove_leftovers(destination, files=GFiles):
+    """Deletes the staging folders killed publishes of destination left. A replace killed between
+    its two renames left destination absent and the old folder aside: it is put back, so the
+    folder a reader had is there again; one killed after both left the old one: deleted."""
     for path in leftovers(destination, files):
         files.remove_tree(path)
+    set_aside = leftovers(destination, files, OLD)
+    if not files.exists(destination):
+        if len(set_aside) == 1:
+            files.rename(set_aside[0], destination)
+        return  # several: which one was newest is not known; they are left for a person
+    for path in set_aside:  # the new folder is in place
+        files.remove_tree(path)
+
+
+def remove_leftovers_in(parent, files=GFiles):
+    """remove_leftovers for every folder published into parent, for a caller that is parent's
+    only publisher now (the trainer, holding OUT's lock, of its export versions): a killed
+    export of another step is cleared too, not only when that step is exported again."""
+    names = {posixpath.basename(path).rsplit(".", 1)[0][1:]
+             for what in (STAGING, OLD) for path in files.glob(posixpath.join(parent, f".*.{what}-*"))}
+    for name in sorted(names):
+        remove_leftovers(posixpath.join(parent, name), files)

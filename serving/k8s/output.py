@@ -70,8 +70,10 @@ class LocalFiles:
 
 def publish(texts, output_dir):
     """Writes texts ({file name: text}) into a folder beside output_dir, then renames it into
-    place (common/publish.py); an earlier output_dir is set aside first and deleted after."""
-    with publish_folder.folder(os.path.abspath(output_dir), replace=True, files=LocalFiles) as stage:
+    place (common/publish.py); an earlier output_dir is set aside first and deleted after, and
+    what a killed run left beside it is cleared first (its earlier output put back)."""
+    with publish_folder.folder(os.path.abspath(output_dir), replace=True, files=LocalFiles,
+                               clear_leftovers=True) as stage:
         for name, text in texts.items():
             with open(os.path.join(stage.path, name), "w", encoding="utf-8") as f:
                 f.write(text)

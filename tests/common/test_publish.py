@@ -112,6 +112,36 @@ def test_leftovers_of_killed_publishes_of_that_folder_only_are_cleared(tmp_path)
     assert sorted(os.listdir(tmp_path)) == [".50.staging-0badf00d", ".6.staging-aa", "5"]
 
 
+def test_a_replace_killed_between_its_renames_is_put_back_by_the_next_publish(tmp_path):
+    """Killed after the old folder was set aside and before the new one came in: the next
+    publisher (clearing leftovers) puts the old one back first, then replaces it whole."""
+    publish_texts(str(tmp_path / "k8s"), {"a.yaml": "earlier"})
+    (tmp_path / "k8s").rename(tmp_path / ".k8s.old-0badf00d")  # what the kill left
+    publish.remove_leftovers(str(tmp_path / "k8s"))
+    assert os.listdir(tmp_path) == ["k8s"] and read_files(tmp_path / "k8s") == {"a.yaml": "earlier"}
+    publish_texts(str(tmp_path / "k8s"), {"b.yaml": "new"}, replace=True)
+    (tmp_path / ".k8s.old-12345678").mkdir()  # killed after both renames: the new one is in place
+    publish_texts(str(tmp_path / "k8s"), {"c.yaml": "newest"}, replace=True, clear_leftovers=True)
+    assert os.listdir(tmp_path) == ["k8s"] and read_files(tmp_path / "k8s") == {"c.yaml": "newest"}
+
+
+def test_several_folders_set_aside_without_the_destination_are_left_for_a_person(tmp_path):
+    for name in (".k8s.old-0badf00d", ".k8s.old-12345678"):
+        (tmp_path / name).mkdir()
+    publish.remove_leftovers(str(tmp_path / "k8s"))
+    assert sorted(os.listdir(tmp_path)) == [".k8s.old-0badf00d", ".k8s.old-12345678"]
+
+
+def test_the_only_publisher_into_a_folder_clears_every_name_s_leftovers(tmp_path):
+    """The trainer's export under OUT's lock: a killed export of step 5 goes when step 9 is
+    exported, not only when step 5 is exported again."""
+    for name in (".5.staging-0badf00d", ".7.staging-12345678", ".7.old-aa"):
+        (tmp_path / name / "variables").mkdir(parents=True)
+    (tmp_path / "7").mkdir()
+    publish.remove_leftovers_in(str(tmp_path))
+    assert os.listdir(tmp_path) == ["7"]
+
+
 # --- a real command killed at each step of its publish ------------------------------------------
 
 # serving.k8s's main(), with each file operation of its publish counted; at the KILL_AT-th the
@@ -173,6 +203,8 @@ def test_a_command_killed_at_each_step_of_its_publish_leaves_no_folder_or_a_whol
         if killed.returncode == 0:
             break
         assert killed.returncode == -signal.SIGKILL, (kill_at, killed.stderr)
+        rerun = run_k8s_killed_at(0, case)  # the same command again: whole, nothing left beside
+        assert rerun.returncode == 0 and sorted(os.listdir(case)) == ["k8s"], (kill_at, os.listdir(case))
     outputs["new"] = found[-1]
     assert sorted(outputs["new"]) == [f"{i}-{kind}.yaml" for i, kind in enumerate(PLAIN_KINDS, 1)]
     if earlier:

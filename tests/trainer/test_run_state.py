@@ -200,6 +200,23 @@ def test_a_save_killed_midway_leaves_no_temp_directory_behind(run_copy, caplog):
     assert (out / "notes_temp").is_dir() and (out / "model.ckpt-8_temp").is_file()
 
 
+@pytest.mark.trains
+def test_an_export_killed_at_another_step_leaves_nothing_once_the_run_exports(run_copy):
+    """A killed export of step 1 left its staging folder among the versions TF Serving scans;
+    the run's next export (here --mode export of its last step, under OUT's lock) clears it."""
+    data, out = run_copy
+    versions = out / "export" / "image_classifier"
+    shutil.rmtree(versions)  # so that --mode export writes the last step again
+    (versions / ".1.staging-0badf00d" / "1700000000").mkdir(parents=True)
+    run_in_process(argv_for(data, out, mode="export"))
+    assert [path.name for path in versions.iterdir()] == [tf_latest_step(out)]
+
+
+def tf_latest_step(out):
+    import tensorflow as tf
+    return tf.train.latest_checkpoint(str(out)).rsplit("-", 1)[1]
+
+
 def test_the_first_save_killed_midway_leaves_no_temp_directory_behind(tmp_path):
     """Killed while its first checkpoint was written, a run leaves only model.ckpt-N_temp/: the
     same command starts afresh (nothing to resume) and removes it under the lock."""

@@ -25,7 +25,7 @@ import time
 
 import tensorflow as tf
 
-from common import export_versions, output_lock, signature
+from common import export_versions, output_lock, publish, signature
 from trainer.cloud import hptuning
 from trainer.export import staging
 from trainer.objective import metrics
@@ -135,6 +135,9 @@ def export_latest(engine, params, state):
         raise checkpoints.CheckpointError(f"output_dir={params['output_dir']!r} has no checkpoint "
                                           f"to export: train first (--mode train_and_eval)")
     export_base = os.path.join(params["output_dir"], signature.EXPORT_SUBDIR)
+    # Under OUT's lock (a run's end, --mode export): this command is the only publisher of its
+    # versions, so what killed exports of any step left there goes, not only this step's.
+    publish.remove_leftovers_in(os.path.join(export_base, params["serving_model_name"]))
     return export_model(engine, params, checkpoint_path, step, export_base)
 
 
