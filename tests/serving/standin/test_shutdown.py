@@ -30,8 +30,6 @@ from serving.rest_client import ServerError
 from serving.standin import served_version, server
 from tests.serving.conftest import LABELS, b64, rest_call, wait_for
 
-pytestmark = [pytest.mark.process]
-
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 MODEL = "image_classifier"
 MODEL_URL = f"/v1/models/{MODEL}"
@@ -118,6 +116,7 @@ def send_grpc_predicts(channel, jpeg):
     return calls
 
 
+@pytest.mark.process
 def test_sigterm_answers_every_request_received_refuses_new_ones_and_exits_0(
         tmp_path, save_tiny_model, sample_jpegs):
     save_tiny_model(tmp_path / MODEL / "1")  # no warm-up requests: they would wait for a batch
@@ -153,6 +152,7 @@ def test_sigterm_answers_every_request_received_refuses_new_ones_and_exits_0(
     assert "Traceback" not in stderr, stderr[-3000:]
 
 
+@pytest.mark.process
 def test_a_bad_grace_is_one_line_and_exit_code_2():
     result = subprocess.run(
         [sys.executable, "-m", "serving.standin.server", "--model_base_path", "/m",
