@@ -6,7 +6,8 @@ all of them: a `python -m MODULE` names a module of the checkout or the venv, a 
 command names test files that exist, and a `python -c` snippet compiles and takes from the
 project only names its modules define. Run, in one child process of this venv (each snippet
 in its own namespace, so TensorFlow loads once): every `-c` snippet that reads no OUT/,
-work/ or other placeholder and starts no client of a server.
+work/ or other placeholder and starts no client of a server, and every `python -m` of a
+project module whose arguments are no placeholders (--help, a sample table or line).
 
     .venv/bin/python -m pytest tests/common/test_docstring_commands.py
 """
@@ -154,40 +155,65 @@ def test_a_command_naming_what_does_not_exist_is_found():
         "tests/no_such_test.py does not exist"]
 
 
-def runnable_snippets():
-    """{module path: snippet} of the `-c` commands that need nothing prepared."""
-    snippets = {}
-    for path, command in COMMANDS:
+# Words of a `python -m` command that mean a placeholder, a TPU or a cluster, an XLA compile
+# (minutes), a shell redirection, or another tool.
+COMMAND_NEEDS_MORE = ("...", "DATA", "DIR", "IMAGE", "BUCKET", "NAME", "photos", "some.", ".config",
+                      "gs://", "--output", "TF_CONFIG", "JAX_", "TPU_", "-tpu/", "xla_check", ">",
+                      " pip ", "tests.")
+
+
+def is_quick(module, argv):
+    """A benchmark runs for minutes: only its --help is run here (tests/bench runs each small)."""
+    return not module.startswith("bench.") or argv == ["--help"]
+
+
+def runnable_commands():
+    """{label: what the runner runs} of the commands that need nothing prepared: a `-c` snippet,
+    or a project module run as `python -m` with its arguments, with the exit codes it means."""
+    runnable = {}
+    for index, (path, command) in enumerate(COMMANDS):
         words = words_of(command)
-        if "-c" in words and words[0].startswith(".venv/bin/python") or words[0] == "python":
-            snippet = words[words.index("-c") + 1] if "-c" in words else None
-            if snippet and not any(marker in snippet for marker in NEEDS_MORE):
-                snippets[str(path.relative_to(ROOT))] = snippet
-    return snippets
+        label = f"{path.relative_to(ROOT)}#{index}"
+        if any(marker in command for marker in NEEDS_MORE) or "-m" not in words and "-c" not in words:
+            continue
+        if "-c" in words:
+            snippet = words[words.index("-c") + 1]
+            runnable[label] = {"code": snippet, "exits": [0, 2] if "exit_on_user_error" in snippet else [0]}
+            continue
+        module, argv = words[words.index("-m") + 1], words[words.index("-m") + 2:]
+        if (module_file(module) is not None and is_quick(module, argv)
+                and not any(marker in command for marker in COMMAND_NEEDS_MORE)):
+            runnable[f"python -m {module} {' '.join(argv)}"] = {
+                "module": module, "argv": argv, "exits": [0, 2] if "exit 2" in command else [0]}
+    return runnable
 
 
-# Runs each snippet in its own namespace; prints {module: error or ""} as JSON. A snippet that
-# shows a user error's one line ends in SystemExit(2), as it means to.
-RUNNER = """import contextlib, io, json, sys
+# Runs each command in this one process (TensorFlow loads once): a snippet in its own namespace,
+# a module as `python -m` runs it; prints {label: error or ""} as JSON.
+RUNNER = """import contextlib, io, json, runpy, sys
 results = {}
-for name, snippet in json.loads(sys.stdin.read()).items():
+for label, item in json.loads(sys.stdin.read()).items():
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            exec(compile(snippet, name, "exec"), {"__name__": "__docstring__"})
-        results[name] = ""
+            if "module" in item:
+                sys.argv = [item["module"], *item["argv"]]
+                runpy.run_module(item["module"], run_name="__main__", alter_sys=True)
+            else:
+                exec(compile(item["code"], label, "exec"), {"__name__": "__docstring__"})
+        results[label] = ""
     except SystemExit as err:
-        results[name] = "" if err.code in (0, 2) and "exit_on_user_error" in snippet else repr(err)
+        results[label] = "" if (err.code or 0) in item["exits"] else repr(err)
     except BaseException as err:
-        results[name] = f"{type(err).__name__}: {err}"
+        results[label] = f"{type(err).__name__}: {err}"
 print(json.dumps(results))
 """
 
 
 @pytest.mark.process
 def test_every_command_that_needs_nothing_prepared_runs():
-    snippets = runnable_snippets()
-    assert len(snippets) >= 15
-    result = subprocess.run([sys.executable, "-c", RUNNER], input=json.dumps(snippets), text=True,
+    commands = runnable_commands()
+    assert len(commands) >= 40
+    result = subprocess.run([sys.executable, "-c", RUNNER], input=json.dumps(commands), text=True,
                             capture_output=True, cwd=ROOT, env=user_env(), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     failed = {name: error for name, error in json.loads(result.stdout.splitlines()[-1]).items() if error}
