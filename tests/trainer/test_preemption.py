@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import write_dataset
 from tests.engines import needs_estimator, needs_jax
+from tests.trainer import run_checks
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from tests.user_commands import start_trainer, wait_until_it_catches
 from trainer import chain, task
@@ -75,6 +76,7 @@ def test_sigterm_saves_the_step_reached_and_the_same_command_resumes(dataset, tm
     assert 0 < step < TRAIN_STEPS and step % EVERY, f"step {step}: not saved by the signal"
     assert step in checkpoint_steps(output_dir)
     assert not os.path.exists(os.path.join(output_dir, "export"))
+    assert run_checks.training_images(output_dir), "the command wrote no train_input images"
 
     with caplog.at_level(logging.INFO):  # the same command again: its engine's run, as task.main runs it
         task.load_engine(engine)(chain.parse_params(argv))
