@@ -7,10 +7,15 @@ import fcntl
 import io
 import os
 import pathlib
+import signal
 import socket
 import subprocess
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# A suite started with Ctrl-C ignored (`make test &` in a script, nohup) would hand that on to
+# every command it starts, and the Ctrl-C tests' commands would then never see theirs.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import numpy as np
 import pytest

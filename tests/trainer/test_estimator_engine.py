@@ -51,6 +51,10 @@ def check_outputs(params, export_dir):
         assert json.load(f) == params
     assert tf.io.gfile.glob(f"{out}/eval/events.out.tfevents.*")  # TensorBoard eval summaries
     assert {"loss", "learning_rate", "global_step/sec", "examples/sec"} <= summary_tags(out)
+    # TensorBoard's graph is in the events file; no graph.pbtxt nor model.ckpt-N.meta (RunConfig's
+    # checkpoint_save_graph_def: the text graph cost every round seconds on an ImageNet network).
+    assert has_graph_event(out)
+    assert not tf.io.gfile.glob(f"{out}/graph.pbtxt") and not tf.io.gfile.glob(f"{out}/*.meta")
     assert export_dir == os.path.join(out, signature.EXPORT_SUBDIR, "image_classifier", "4")
     best_versions = os.listdir(os.path.join(out, signature.BEST_EXPORT_SUBDIR, "image_classifier"))
     assert len(best_versions) == 1 and best_versions[0].isdigit()
@@ -59,6 +63,12 @@ def check_outputs(params, export_dir):
     warmup_signatures = {r.model_spec.signature_name for r in warmup.read_warmup_requests(export_dir)}
     assert warmup_signatures == set(signature.SIGNATURES)
     contract.check_export(export_dir)  # exactly the contract's signatures, no TPU ops
+
+
+def has_graph_event(directory):
+    """Whether directory's TensorBoard event files hold a graph (TensorBoard's Graphs tab)."""
+    return any(event.graph_def for path in tf.io.gfile.glob(f"{directory}/events.out.tfevents.*")
+               for event in tf.compat.v1.train.summary_iterator(path))
 
 
 def tiny_run_argv(data, out, **flags):

@@ -46,6 +46,11 @@ def make_run_config(params):
         tf_random_seed=params["seed"] or None,
         # Device filters in a TF_CONFIG ps cluster (trainer/cloud/tf_config.py); None otherwise.
         session_config=tf_config.make_session_config(tf_config.read_tf_config()),
+        # No graph.pbtxt nor model.ckpt-N.meta: nothing reads them (the export is the servable,
+        # TensorBoard's graph is in the events file either way), and each training round's
+        # session wrote the whole graph as text first, in Python: 9 of the 46 s of
+        # tests/trainer/test_imagenet_networks.py's MobileNetV2 round, and again every round.
+        checkpoint_save_graph_def=False,
         tpu_config=tpu_config)
 
 
