@@ -14,6 +14,10 @@ VENV_KERAS_TPU := .venv-keras-tpu
 VENV_JAX := .venv-jax
 VENV_JAX_TPU := .venv-jax-tpu
 WORK ?= work/demo
+# Python writes the bytecode of what it imports, even where the shell says not to: a venv built
+# without it (CI's: COMPILE_BYTECODE=no, tools/install_venv.sh) then compiles TensorFlow once,
+# not in every process (17 s of CPU per import instead of 6).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: venv venv-keras venv-keras-tpu venv-jax venv-jax-tpu check-tpu-build check-jax-tpu-build test test-fast test-keras test-jax demo bench bench-quick lock lock-keras lock-keras-tpu lock-jax lock-jax-tpu clean
 

@@ -14,12 +14,15 @@
 # (minutes instead of seconds) and says so. INSTALLER=pip forces pip.
 # VENV_ENV: NAME=VALUE pairs (space-separated) that every Python of the venv starts with
 # (a .pth file; os.environ.setdefault, so a value set by the caller wins).
+# COMPILE_BYTECODE=no: no .pyc files at install (a venv imported once, as CI's TPU checks do:
+# 3 s instead of 60 for the Keras TPU lock; its one import then compiles what it imports).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3.11}
 VENV=${VENV:-.venv}
 LOCK=${LOCK:-requirements.lock}
 VENV_ENV=${VENV_ENV:-}
+COMPILE_BYTECODE=${COMPILE_BYTECODE:-yes}
 UV_VENV=${UV_VENV:-.venv-uv}
 UV_LOCK=requirements-uv.lock
 
@@ -65,10 +68,12 @@ if [ "$INSTALLER" = uv ]; then
   "$UV" venv -q --allow-existing "$build" --python "$PYTHON"
   # --compile-bytecode: pip compiles at install and uv does not; where PYTHONDONTWRITEBYTECODE is set
   # nothing else does, and every process then compiles TensorFlow again (11-13 s of CPU, not 4-5).
-  "$UV" pip sync -q --compile-bytecode --python "$build/bin/python" --require-hashes "$LOCK"
+  compile=$([ "$COMPILE_BYTECODE" = no ] || echo --compile-bytecode)
+  "$UV" pip sync -q $compile --python "$build/bin/python" --require-hashes "$LOCK"
 else
   "$PYTHON" -m venv "$build"
-  "$build/bin/pip" install -q --disable-pip-version-check --no-deps --require-hashes -r "$LOCK"
+  compile=$([ "$COMPILE_BYTECODE" != no ] || echo --no-compile)
+  "$build/bin/pip" install -q --disable-pip-version-check --no-deps --require-hashes $compile -r "$LOCK"
 fi
 # The project itself runs from the checkout (python -m ...); a .pth file makes it
 # importable from any working directory (gcloud local train, subprocess tests)

@@ -61,10 +61,15 @@ MET_RULE_TEXT = "MET when the median across rounds is at or above the goal"
 
 
 def checkout_files():
-    """Every file of the checkout but the environments' and caches'."""
-    skipped = {".git", ".venv", ".venv-keras", ".venv-keras-tpu", "__pycache__", ".pytest_cache"}
-    return {str(path.relative_to(ROOT)) for path in ROOT.rglob("*")
-            if not skipped.intersection(path.relative_to(ROOT).parts)}
+    """Every file of the checkout but the environments' and caches' (.git, .venv*, .pytest_cache,
+    __pycache__), which are not walked: walking them took 15 s a call beside five environments."""
+    files = set()
+    for directory, subdirs, names in os.walk(ROOT):
+        top = pathlib.Path(directory) == ROOT
+        subdirs[:] = [d for d in subdirs if d != "__pycache__" and not (
+            top and (d in (".git", ".pytest_cache") or d.startswith(".venv")))]
+        files.update(str(pathlib.Path(directory, name).relative_to(ROOT)) for name in names)
+    return files
 
 
 # Run in .venv-jax, where its own test is (make test-jax): it needs JAX beside TensorFlow.

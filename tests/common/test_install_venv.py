@@ -85,3 +85,29 @@ def test_a_successful_install_replaces_the_venv_whole(working_venv, tmp_path):
                            capture_output=True, text=True, cwd=tmp_path, timeout=60,
                            env={k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"})
     assert probe.stdout.strip() == "1", probe.stderr
+
+
+def lock_of(package):
+    """package's entry of requirements.lock (name==version and its hashes), as a lock of its own."""
+    lines = (SCRIPT.parents[1] / "requirements.lock").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{package}=="))
+    entry = [lines[start]]
+    while entry[-1].endswith("\\"):
+        entry.append(lines[start + len(entry)])
+    return "\n".join(entry) + "\n"
+
+
+@pytest.mark.parametrize("compile_bytecode, compiled", [("yes", True), ("no", False)])
+def test_bytecode_is_compiled_at_install_unless_told_not_to(tmp_path, compile_bytecode, compiled):
+    """CI builds its venvs with COMPILE_BYTECODE=no (.ci/run); make's commands then write what
+    they import (the Makefile unexports PYTHONDONTWRITEBYTECODE). uv from its cache, offline:
+    make venv filled it before any test runs."""
+    uv = shutil.which("uv") or SCRIPT.parents[1] / ".venv-uv" / "bin" / "uv"
+    if not os.path.exists(uv):
+        pytest.skip("no uv here (pip built the venvs): the flag is uv's --compile-bytecode")
+    lock = tmp_path / "six.lock"
+    lock.write_text(lock_of("six"))
+    result = install(tmp_path / "venv", lock, INSTALLER="uv", UV_OFFLINE="1", COMPILE_BYTECODE=compile_bytecode,
+                     PATH=f"{os.path.dirname(uv)}{os.pathsep}{os.environ['PATH']}")
+    assert result.returncode == 0, result.stderr
+    assert bool(list((tmp_path / "venv").rglob("six*.pyc"))) == compiled
