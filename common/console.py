@@ -337,6 +337,17 @@ def is_termination_requested():
     return _TERMINATION.requested is not None
 
 
+def requested_stop():
+    """"SIGINT", "SIGTERM" or None: the stop signal that came (inside exit_on_interrupt)."""
+    return _TERMINATION.requested
+
+
+def note_stop_signal(name):
+    """Notes stop signal `name` as if it had come to this process (another process of the same
+    run received it): the deferring_termination block under way ends as that signal would end it."""
+    _TERMINATION.requested = _TERMINATION.requested or name
+
+
 @contextlib.contextmanager
 def deferring_termination():
     """Ctrl-C or SIGTERM inside the block is noted instead of raised: the block checks

@@ -134,7 +134,7 @@ def check_tpu_machine(pool):
     machine, env = pool.machine_spec, {e.name: e.value for e in pool.container_spec.env}
     if is_jax_job(pool):
         assert V6E_TOPOLOGIES.get(machine.machine_type) == machine.tpu_topology, machine
-        assert pool.replica_count == 1  # one host: the JAX engine runs one process so far
+        assert pool.replica_count == 1  # one host: how Vertex starts a slice's JAX processes is untried
         assert not machine.accelerator_type and not env  # JAX's PJRT and libtpu need no variables
     elif machine.machine_type == "cloud-tpu":
         assert machine.accelerator_type in (AcceleratorType.TPU_V2, AcceleratorType.TPU_V3)

@@ -43,9 +43,10 @@ def twin_names(network, twin):
 class CheckpointMirror:
     """tf.Variables holding a TrainState of model (trainer/jax/model.py JaxModel), by name."""
 
-    def __init__(self, model, params, names):
-        """names: twin_names' {id(variable): name} of the network's weights."""
-        self.model = model
+    def __init__(self, model, params, names, team):
+        """names: twin_names' {id(variable): name} of the network's weights; team: the run's
+        processes (trainer/jax/processes.py), whose writer alone saves."""
+        self.model, self.team = model, team
         state = model.initial_state()
         network = model.network
         groups = {variable_names.NETWORK: {}, "jax_optimizer": {}, "jax_rng": {}}
@@ -73,11 +74,11 @@ class CheckpointMirror:
                                                   checkpoint_name=checkpoints.CHECKPOINT_NAME)
 
     def save(self, state, step):
-        """Writes model.ckpt-<step> of state (process 0 alone on a multi-host slice)."""
+        """Writes model.ckpt-<step> of state: process 0 alone on a multi-host slice, and every
+        process returns once it is whole (a failed save fails on all)."""
         for list_name, index, variable in self.places:
             variable.assign(host_value(getattr(state, list_name)[index]))
-        if jax.process_index() == 0:
-            self.manager.save(checkpoint_number=step)
+        self.team.from_writer(f"save {step}", lambda: self.manager.save(checkpoint_number=step))
 
     def restore(self, prefix, like):
         """The TrainState in the checkpoint at prefix, each array placed as like's (a TrainState)."""

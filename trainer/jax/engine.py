@@ -7,10 +7,16 @@ jitted train step. The driver then runs the same rounds, evaluations, early stop
 exports as for the other engines, and keeps the same run directory; the export is a
 TensorFlow SavedModel of the tf-keras twin (trainer/jax/export.py).
 
+On a multi-host slice every host runs the same command, one JAX process each
+(trainer/jax/processes.py): all train and evaluate in step over the global batch, process 0
+alone writes OUT (the lock, params.json, checkpoints, TensorBoard, eval records, exports) and
+the others take its answers. --mode predict and continuous_eval run on one host.
+
     .venv-jax/bin/python -m trainer.task --engine jax --train_data_path 'DIR/train-*' \\
         --eval_data_path 'DIR/eval-*' --output_dir OUT
 """
 import os
+import random
 
 import jax
 import keras
@@ -28,23 +34,21 @@ EVAL_SUBDIR = "eval"  # OUT/eval: TensorBoard's eval scalars and pictures, where
 class JaxEngine(Engine):
     """trainer/run/engine.py's Engine, made of a JaxModel whose state is sharded over jax.devices()."""
 
-    def __init__(self, params):
+    def __init__(self, params, team=None):
+        """team: the run's processes (processes.join_team), joined here when not given."""
         self.params = params
-        if processes.join_processes(params["use_tpu"]) > 1:  # before any JAX computation
-            raise processes.ProcessesError(
-                f"{jax.process_count()} JAX processes: the JAX engine keeps its run directory from one "
-                f"process so far (a single-host TPU VM, up to v6e-8); each host's input share and the "
-                f"batch over every chip are ready (trainer/jax/data.py), the run directory is not")
+        self.processes = team or processes.join_team(params["use_tpu"])  # before any JAX computation
         check_devices(params, jax.device_count())
         keras.backend.clear_session()  # fresh layer names: checkpoints go by name
-        if params["seed"]:
-            keras.utils.set_random_seed(params["seed"])
+        seed = params["seed"] or shared_seed(self.processes)
+        if seed:
+            keras.utils.set_random_seed(seed)
         self.distribution = data.make_distribution()
         self.sharding = data.batch_sharding(self.distribution)
         self.model = model_lib.JaxModel(params)
         names = checkpoint_lib.twin_names(self.model.network, export_lib.build_twin(params))
         checkpoint_lib.warm_start_network(self.model.network, params, names)  # before the averages copy it
-        self.mirror = checkpoint_lib.CheckpointMirror(self.model, params, names)
+        self.mirror = checkpoint_lib.CheckpointMirror(self.model, params, names, self.processes)
         self.state, _ = checkpoint_lib.restore_latest(
             self.mirror, data.replicated(self.model.initial_state(), self.sharding), params["output_dir"])
         self.eval_dir = os.path.join(params["output_dir"], EVAL_SUBDIR)
@@ -80,6 +84,15 @@ class JaxEngine(Engine):
         return predictions.run_predict(predict_fn, self.params, checkpoint_path)
 
 
+def shared_seed(team):
+    """An unseeded run's seed of the network's initial values when it is several processes:
+    process 0's draw, since each process builds the replicated variables and they must agree.
+    None for one process (unseeded, as the other engines)."""
+    if jax.process_count() == 1:
+        return None
+    return team.from_writer("seed", lambda: random.randrange(1, 2 ** 31))
+
+
 def check_devices(params, devices):
     """ConfigError unless every global batch splits evenly across the devices."""
     for key in ("train_batch_size", "eval_batch_size"):
@@ -89,5 +102,21 @@ def check_devices(params, devices):
 
 
 def run(params):
-    """Runs params["mode"] with the JAX engine (trainer/run/driver.py)."""
-    return driver.run(params, JaxEngine)
+    """Runs params["mode"] with the JAX engine (trainer/run/driver.py), over the run's processes:
+    joined first, so that the driver's writer (process 0) is known before the lock."""
+    team = processes.join_team(params["use_tpu"])
+    with processes.leaving_together(team):
+        check_modes_of_hosts(params, jax.process_count())
+        return driver.run(params, lambda checked: JaxEngine(checked, team), team)
+
+
+ONE_HOST_MODES = ("predict", "continuous_eval")  # their input and their writes are one process's
+
+
+def check_modes_of_hosts(params, count):
+    """ProcessesError when a mode that runs on one host is started on several (every process
+    refuses alike, before anything is read or written)."""
+    if count > 1 and params["mode"] in ONE_HOST_MODES:
+        raise processes.ProcessesError(
+            f"--mode {params['mode']} runs in one process, not {count}: start it on one host "
+            f"(without JAX_NUM_PROCESSES), beside the run's OUT")

@@ -6,7 +6,9 @@ network runs under jax.jit on the checkpoint's weights (its moving averages, whe
 and each batch's logits come back to the host, where trainer/objective/metrics.py and
 loss.py (TensorFlow, on [B, C] arrays) sum them exactly as the Keras engine's eval step
 does: the metrics, the confusion matrix and the Estimator's "loss" are the same
-definitions, not a JAX copy. Scalars go to TensorBoard under OUT/eval.
+definitions, not a JAX copy. Every process of a multi-host slice runs the pass on its share and
+gathers every host's rows (process_allgather), so all hold the same metrics; process 0 writes
+the scalars to TensorBoard under OUT/eval.
 
     .venv-jax/bin/python -m trainer.task --engine jax --mode evaluate --output_dir OUT
 """
@@ -59,6 +61,7 @@ def evaluate(engine, checkpoint_path, step):
     trainable, _ = engine.model.inference_weights(state, use_averages)
     kernels = [trainable[i] for i in engine.model.decayed]
     results["loss"] += float(objective.weight_decay(kernels, params))
-    eval_pictures.write_eval_scalars(engine.eval_dir, step, results)
+    if engine.processes.is_writer:
+        eval_pictures.write_eval_scalars(engine.eval_dir, step, results)
     results[metrics.CONFUSION_MATRIX_METRIC] = matrix
     return results

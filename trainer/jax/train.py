@@ -9,7 +9,10 @@ multiple of save_checkpoints_steps, where the state is written (trainer/jax/chec
 each call's per-step logs then go to TensorBoard and the progress line, and the first input
 images of its summary steps to TensorBoard (trainer/run/input_images.py). SIGTERM (a
 preempted TPU VM) and Ctrl-C wait for the call under way, its step is saved and the run
-ends with the line naming it (common/console.py deferring_termination).
+ends with the line naming it (common/console.py deferring_termination). On a multi-host
+slice the processes agree after each call whether any of them got the signal
+(trainer/jax/processes.py agree_on_stop): all stop after the same call, process 0 saves its
+step, and each ends with that line; only process 0 writes TensorBoard.
 
     .venv-jax/bin/python -m trainer.task --engine jax --mode train --output_dir OUT ...
 """
@@ -18,7 +21,7 @@ import numpy as np
 
 from common import console
 from trainer.data import input as input_lib
-from trainer.jax import data
+from trainer.jax import data, processes
 from trainer.run import eval_pictures, input_images, training_log
 
 
@@ -55,12 +58,12 @@ def run_call(train_step, state, batches, steps, show_images=lambda index, images
     return state, values, done
 
 
-def show_images(params, step, images):
+def show_images(params, step, images, is_writer=True):
     """At a multiple of save_summary_steps (the scalars' steps, trainer/run/training_log.py), the
     first images of step's global batch that this process holds go to TensorBoard
     (trainer/run/input_images.py), as the other engines show them. On a TPU too: three images
-    copied to the host at those steps, outside the jitted step."""
-    if step % params["save_summary_steps"]:
+    copied to the host at those steps, outside the jitted step. Process 0's only (is_writer)."""
+    if step % params["save_summary_steps"] or not is_writer:
         return
     writer = eval_pictures.eval_writer(params["output_dir"])  # the scalars' (TrainingLog's)
     input_images.write_images(writer, data.host_rows(images, input_images.SHOWN), step)
@@ -70,19 +73,20 @@ def train(engine, max_steps):
     """Trains engine's state (trainer/jax/engine.py JaxEngine) from its step to max_steps; returns
     the final step. A stop signal is deferred to the end of the call under way, whose step is
     saved; the calls are planned from the multiples of save_checkpoints_steps."""
-    params = engine.params
+    params, is_writer = engine.params, engine.processes.is_writer
     step = engine.model.step_of(engine.state)
-    log = training_log.TrainingLog(params, step)
+    log = training_log.TrainingLog(params, step, is_writer)
     with console.deferring_termination():
         for steps in training_log.plan_executions(step, max_steps, params):
             engine.state, history, done = run_call(
                 engine.train_step, engine.state, engine.train_batches(), steps,
-                lambda index, images, first=step: show_images(params, first + index + 1, images))
+                lambda index, images, first=step: show_images(params, first + index + 1, images, is_writer))
             if not done:  # no full batch: trainer/run/rounds.py says so
                 break
             step += done
             log.after_call(step, history)
-            is_terminating = console.is_termination_requested()  # read once: it may come any time
+            # Read once (it may come any time), and the same on every process.
+            is_terminating = processes.agree_on_stop(engine.processes, step)
             if is_terminating or step % params["save_checkpoints_steps"] == 0 or step == max_steps or done < steps:
                 engine.mirror.save(engine.state, step)
             if is_terminating or done < steps:

@@ -14,7 +14,11 @@ A warm-start source is checked for damage before the lock, as the run's own chec
 DatasetError naming the file.
 
 An engine (trainer/run/engine.py's Engine: train, evaluate, export, predict, eval_dir) is
-made by make_engine(params) once those checks have passed.
+made by make_engine(params) once those checks have passed. A run of several processes (the JAX
+engine on a multi-host slice: its Processes) checks on every process, reading OUT only, so a
+refusal found there is every process's; the writer alone then takes the lock, repairs the
+checkpoint state, converts a warm-start source and writes params.json, and the others wait for
+its answer (a refusal under the lock included) before they make their engine.
 
     .venv/bin/python -m trainer.task --output_dir OUT --mode evaluate [--engine keras]
 """
@@ -28,25 +32,34 @@ import tensorflow as tf
 from trainer.cloud import tpu
 from trainer.data import data_checks
 from trainer.run import checkpoints, modes, trainer_lock, params_file, seeds, warm_start
-from trainer.run.engine import Engine
+from trainer.run.engine import ONE_PROCESS, Engine, Processes
 
 
-def run(params, make_engine: typing.Callable[[dict], Engine]):
+def run(params, make_engine: typing.Callable[[dict], Engine], processes: Processes = ONE_PROCESS):
     """Runs params["mode"] with the engine make_engine(params) makes; returns what the mode produced.
     The run directory's checkpoint state is read here (under the lock when the mode takes it)
-    and passed down to what decides on it: warm start, the rounds, the mode's checkpoint."""
-    mode, output_dir = modes.of(params), params["output_dir"]
-    state = check_before_lock(params, mode)
-    with trainer_lock.hold_output_dir(output_dir) if mode.holds_lock else contextlib.nullcontext():
-        if mode.holds_lock:  # again under the lock, which may have waited
-            state = read_state(params, mode, is_locked=True)
+    and passed down to what decides on it: warm start, the rounds, the mode's checkpoint.
+    processes: the run's processes, of which the writer alone takes the lock."""
+    mode = modes.of(params)
+    state = check_before_lock(params, mode)  # on every process: each refuses alike
+    with contextlib.ExitStack() as held:
+        state = processes.from_writer("lock", lambda: lock_and_read_state(params, mode, state, held))
         try:
-            return run_mode(params, mode, state, make_engine)
+            return run_mode(params, mode, state, make_engine, processes)
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as err:
             named = data_checks.explain(err, params) if mode.checks_run_dir else None
             if named is None:
                 raise
             raise named from None
+
+
+def lock_and_read_state(params, mode, state, held):
+    """The state to run from: read again under OUT's lock (entered into held, an ExitStack) when
+    the mode takes it, since the lock may have waited; else the state read before it."""
+    if not mode.holds_lock:
+        return state
+    held.enter_context(trainer_lock.hold_output_dir(params["output_dir"]))
+    return read_state(params, mode, is_locked=True)
 
 
 def check_before_lock(params, mode):
@@ -74,19 +87,19 @@ def read_state(params, mode, is_locked):
         say=is_locked or (reads_checkpoint and not mode.holds_lock))
 
 
-def run_mode(params, mode, state, make_engine):
+def run_mode(params, mode, state, make_engine, processes=ONE_PROCESS):
     """The mode's run function (trainer/run/modes.py) with the engine and the checkpoint state,
-    after warm start, seeds and params.json."""
+    after warm start, seeds and params.json (the writer's)."""
     logging.info("Resolved params:\n%s", json.dumps(params, indent=2, sort_keys=True))
     if mode.trains:
         # Before params.json and before the engine builds its network: a missing or mismatched
         # source stops here with nothing written; a Keras weights file is converted to the
         # checkpoint both engines warm start from; a resumed run ignores it.
-        warm_start.prepare(params, state.step)
+        processes.from_writer("warm start", lambda: warm_start.prepare(params, state.step))
     seeds.seed_process(params)
     # Made before params.json: a TPU that is found but does not start (the Keras engine starts
     # it here) leaves no params.json asking the next run for it.
     engine = make_engine(params)
-    if mode.writes_params:  # a resume's changed recipe settings said in one line, and kept
+    if mode.writes_params and processes.is_writer:  # a resume's changed recipe settings said in one line, and kept
         params_file.write_params(params, params_file.record_recipe_changes(params, state))
     return mode.runs(engine, params, state)

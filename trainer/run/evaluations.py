@@ -55,17 +55,19 @@ def hold_results(output_dir):
 
 def evaluate(engine, params, checkpoint_path, step):
     """Eval metrics of one checkpoint as plain Python numbers; its confusion matrix and
-    per-class accuracy go to TensorBoard (trainer/run/eval_pictures.py)."""
-    results = dict(engine.evaluate(checkpoint_path))
+    per-class accuracy go to TensorBoard (trainer/run/eval_pictures.py), by the writer."""
+    results = dict(engine.evaluate(checkpoint_path))  # by every process of the run
     matrix = results.pop(metrics.CONFUSION_MATRIX_METRIC)  # [C, C]: TensorBoard's, not the record's
     record = {key: value.item() if hasattr(value, "item") else value for key, value in results.items()}
     check_metric_reported(record, params)  # before anything of this evaluation is written
-    eval_pictures.write_eval_pictures(engine.eval_dir, step, matrix, params.get("labels"))
+    if engine.processes.is_writer:
+        eval_pictures.write_eval_pictures(engine.eval_dir, step, matrix, params.get("labels"))
     return record
 
 
 def evaluate_and_record(engine, params, checkpoint_path, once_per_step=True):
-    """Evaluates a checkpoint, exports it if it is the best, records both.
+    """Evaluates a checkpoint (every process of the run), exports it if it is the best and
+    records both (the writer; the others get its record).
 
     Returns the record, or None when another process recorded this step meanwhile (with
     once_per_step; --mode evaluate records every evaluation it is asked for). An evaluator
@@ -76,6 +78,14 @@ def evaluate_and_record(engine, params, checkpoint_path, once_per_step=True):
     start = time.time()
     record = evaluate(engine, params, checkpoint_path, step)
     record.update(global_step=step, eval_seconds=round(time.time() - start, 2))
+    return engine.processes.from_writer(f"record {step}", lambda: record_evaluation(
+        engine, params, checkpoint_path, record, once_per_step))
+
+
+def record_evaluation(engine, params, checkpoint_path, record, once_per_step):
+    """Exports the evaluated checkpoint if its record is the best, appends the record (under
+    OUT/eval_results.lock) and reports it; the record, or None when recorded meanwhile."""
+    step = record["global_step"]
     with hold_results(params["output_dir"]):
         earlier = eval_records.read_eval_results(params["output_dir"])
         if once_per_step and step in {r["global_step"] for r in earlier}:
@@ -129,11 +139,17 @@ def check_metric_reported(record, params):
 
 def export_latest(engine, params, state):
     """Exports the latest checkpoint (state: the run's CheckpointState) to
-    OUT/export/<serving_model_name>/<step>/."""
+    OUT/export/<serving_model_name>/<step>/: the writer's export, its path on every process."""
     checkpoint_path, step = state
     if checkpoint_path is None:
         raise checkpoints.CheckpointError(f"output_dir={params['output_dir']!r} has no checkpoint "
                                           f"to export: train first (--mode train_and_eval)")
+    return engine.processes.from_writer(f"export {step}", lambda: export_latest_here(
+        engine, params, checkpoint_path, step))
+
+
+def export_latest_here(engine, params, checkpoint_path, step):
+    """export_latest by this process (the writer)."""
     export_base = os.path.join(params["output_dir"], signature.EXPORT_SUBDIR)
     # Under OUT's lock (a run's end, --mode export): this command is the only publisher of its
     # versions, so what killed exports of any step left there goes, not only this step's.

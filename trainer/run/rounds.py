@@ -51,27 +51,37 @@ def train_and_evaluate(engine, params, state, *, evaluates):
     the loop ends once that many evaluations in a row did not improve on the best
     (stop_early). Without `evaluates` (mode train, trainer/run/modes.py) it trains in the
     same rounds without evaluating (a continuous_eval job does). state: the CheckpointState the
-    run starts from (the driver's); each round's training then says where it got.
+    run starts from (the driver's); each round's training then says where it got. Of several
+    processes (engine.processes) every one trains and evaluates; the writer alone records,
+    exports and decides from OUT's records, and the others take its answers.
     """
-    output_dir = params["output_dir"]
+    output_dir, processes = params["output_dir"], engine.processes
     step = state.step
     if step:
         _LOGGER.info("Resuming from step %d of %d", step, params["train_steps"])
-        evaluations.supersede_after(params, step)  # records past it describe checkpoints now gone
-    if not step:
-        hparams_view.write_hparams(params)  # once per run: TensorBoard's HParams tab
+    processes.from_writer("begin", lambda: begin_run(params, step))
     while True:
         is_end, round_end = is_round_end(step, params), next_round_end(step, params)
-        if evaluates and step and is_end and step not in eval_records.evaluated_steps(output_dir):
+        if evaluates and step and is_end and not processes.from_writer(
+                f"evaluated {step}", lambda: step in eval_records.evaluated_steps(output_dir)):
             evaluations.evaluate_and_record(engine, params, state.prefix)
         if step >= params["train_steps"]:
             return evaluations.export_latest(engine, params, state)
-        stopped = stop_early(engine, params, state) if evaluates else None
+        stopped = evaluates and processes.from_writer(f"stop early {step}", lambda: stop_early(engine, params, state))
         if stopped:
             return stopped
         engine.train(round_end)
         state = checkpoints.latest_checkpoint(output_dir)  # where this round's training got
         step = check_progress(step, state.step, params)
+
+
+def begin_run(params, step):
+    """What a run writes as it begins: a resume sets aside the records past its step (of
+    checkpoints now gone); a fresh run writes TensorBoard's HParams tab (once per run)."""
+    if step:
+        evaluations.supersede_after(params, step)
+    else:
+        hparams_view.write_hparams(params)
 
 
 def next_round_end(step, params):

@@ -29,11 +29,12 @@ def plan_executions(step, max_steps, params):
 
 class TrainingLog:
     """TensorBoard scalars at each multiple of save_summary_steps and the progress line every
-    progress_seconds."""
+    progress_seconds; a process that does not write OUT (is_writer False) shows the line only."""
 
-    def __init__(self, params, start_step):
+    def __init__(self, params, start_step, is_writer=True):
         self.params, self.start_step = params, start_step
-        self.writer = eval_pictures.eval_writer(params["output_dir"])  # one events file per process
+        # One events file per process that writes OUT; none from the other hosts of a slice.
+        self.writer = eval_pictures.eval_writer(params["output_dir"]) if is_writer else None
         self.start = self.last_print = self.last_call_end = time.monotonic()
         self.loss = None
         self.line = progress.ProgressLine(params["train_steps"])
@@ -55,6 +56,8 @@ class TrainingLog:
         logs of the step that ended there (model.step counts it), the rate the call's."""
         every = self.params["save_summary_steps"]
         steps = [step for step in range(first_step, first_step + len(history["loss"])) if step % every == 0]
+        if self.writer is None:
+            return
         with self.writer.as_default():
             for step in steps:
                 for name in ("loss", "learning_rate", "train_accuracy"):
