@@ -2,25 +2,19 @@
 
     .venv/bin/python -m pytest tests/trainer/test_xla_check.py
 """
-import os
+# The check needs to know the step compiles, not to make fast code: tests/conftest.py compiles
+# without LLVM's optimisation passes (MobileNetV2's step in ~4 s instead of ~49 s).
+import pytest
+import tensorflow as tf
 
-# The check needs to know the step compiles, not to make fast code: without LLVM's
-# optimisation passes XLA:CPU compiles MobileNetV2's step in ~4 s instead of ~49 s
-# (measured here). Set before any XLA compilation of this process (flags are read then).
-os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0 "
-                                   "--xla_llvm_disable_expensive_passes=true")
-
-import pytest  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from tests.conftest import write_dataset  # noqa: E402
-from tests.trainer.conftest import TINY_FLAGS, as_argv  # noqa: E402
-from tests.trainer.fine_tune_helpers import write_hub_module  # noqa: E402
-from trainer import chain, nets  # noqa: E402
-from trainer.settings import table  # noqa: E402
-from tests.engines import needs_estimator  # noqa: E402
-from trainer.cloud.xla import XlaCheckError  # noqa: E402
-from trainer.keras import xla_check as keras_xla_check  # noqa: E402
+from tests.conftest import write_dataset
+from tests.trainer.conftest import TINY_FLAGS, as_argv
+from tests.trainer.fine_tune_helpers import write_hub_module
+from trainer import chain, nets
+from trainer.settings import table
+from tests.engines import needs_estimator
+from trainer.cloud.xla import XlaCheckError
+from trainer.keras import xla_check as keras_xla_check
 
 
 def check_train_step(engine, params, **kwargs):

@@ -52,7 +52,7 @@ def test_a_run_over_two_devices_trains_and_counts_every_eval_image_once(data, tm
     out = tmp_path / "out"
     argv = as_argv(dict(TINY_FLAGS, train_data_path=f"{data}/train-*", eval_data_path=f"{data}/eval-*",
                         output_dir=out, engine="jax"))
-    env = user_env(XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    env = user_env(XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2")
     result = run_trainer(*argv, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert [r["global_step"] for r in eval_records.read_eval_results(str(out))] == [2, 4]
