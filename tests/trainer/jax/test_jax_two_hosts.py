@@ -57,8 +57,6 @@ def check_exits(finished):
         assert returncode == 0, f"process {index}:\n{stderr[-3000:]}"
 
 
-@pytest.mark.slow(reason="two runs of two processes on two cores, each process starting TensorFlow, "
-                         "JAX and Keras, tracing its input pipelines and compiling its steps")
 def test_a_refusal_of_process_0_alone_is_every_processs_line(tmp_path):
     """OUT locked by another trainer: only process 0 takes the lock, and process 1 ends with its
     line and exit code 2 too, instead of waiting for it."""
