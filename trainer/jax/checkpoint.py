@@ -5,9 +5,11 @@ the run room checks, repairs, lists and evaluates a JAX run's checkpoints as it 
 other engines' (trainer/run/checkpoints.py), and names are shared: the network's weights
 by their tf-keras names under `network` (the moving averages as NAME + EMA_SUFFIX), as the
 Keras engine's checkpoints hold them: Keras 3 names a few variables otherwise (a depthwise
-kernel "kernel", not "depthwise_kernel"; a layer of a nested block under the block's name), so
-each takes the name of the variable at its place in the network's tf-keras twin, which holds
-the same variables in the same order (twin_names). Hence the export reads a JAX checkpoint into the
+kernel "kernel", not "depthwise_kernel"; a layer of a nested block under the block's name; a
+weight made without a name "variable_N", which tf-keras names by the attribute holding it), so
+each is named as tf-keras names it, from its layer (tf_keras_names; tests/trainer/jax/
+test_jax_nets.py holds the names equal to the tf-keras twin's for every network the JAX engine
+trains), with no second network built. Hence the export reads a JAX checkpoint into the
 network's tf-keras twin by name (trainer/jax/export.py), and warm start reads any engine's
 checkpoint into the JAX network (trainer/run/warm_start.py). What only JAX has: the Keras 3
 optimizer's variables under `jax_optimizer` and dropout's seed state under `jax_rng`.
@@ -17,6 +19,7 @@ optimizer's variables under `jax_optimizer` and dropout's seed state under `jax_
 import types
 
 import jax
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -30,21 +33,36 @@ def host_value(array):
     return np.asarray(array.addressable_data(0)) if isinstance(array, jax.Array) else np.asarray(array)
 
 
-def twin_names(network, twin):
-    """{id(variable): the tf-keras name of the twin's variable at its place}, for every weight of
-    network (Keras 3); ValueError when the two builds do not hold the same shapes in order."""
-    ours, theirs = network.weights, twin.weights
-    if [tuple(v.shape) for v in ours] != [tuple(v.shape) for v in theirs]:
-        raise ValueError(f"{network.name}: the Keras 3 build and its tf-keras twin differ "
-                         f"({len(ours)} and {len(theirs)} variables, or their shapes)")
-    return {id(a): variable_names.variable_name(b) for a, b in zip(ours, theirs)}
+def nested_layers(model):
+    """Every layer of model (Keras 3), those of its nested blocks (models themselves) included."""
+    for layer in model.layers:
+        yield layer
+        if hasattr(layer, "layers"):
+            yield from nested_layers(layer)
+
+
+def tf_keras_names(network):
+    """{id(variable): its name as tf-keras names it} for every weight of network (Keras 3):
+    OWNER/WEIGHT, the layer that holds it (not the blocks around it) and the weight's own name,
+    "depthwise_kernel" for a depthwise kernel, the attribute's name for an unnamed weight."""
+    layers = {layer.name: layer for layer in nested_layers(network)}
+    names = {}
+    for variable in network.weights:
+        owner = layers[variable.path.split("/")[-2]]
+        weight = variable.name
+        if isinstance(owner, keras.layers.DepthwiseConv2D) and weight == "kernel":
+            weight = "depthwise_kernel"
+        elif weight.startswith("variable"):  # add_weight without a name
+            weight = next(key for key, value in vars(owner).items() if value is variable)
+        names[id(variable)] = f"{owner.name}/{weight}"
+    return names
 
 
 class CheckpointMirror:
     """tf.Variables holding a TrainState of model (trainer/jax/model.py JaxModel), by name."""
 
     def __init__(self, model, params, names, team):
-        """names: twin_names' {id(variable): name} of the network's weights; team: the run's
+        """names: tf_keras_names' {id(variable): name} of the network's weights; team: the run's
         processes (trainer/jax/processes.py), whose writer alone saves."""
         self.model, self.team = model, team
         state = model.initial_state()

@@ -46,7 +46,7 @@ class JaxEngine(Engine):
         self.distribution = data.make_distribution()
         self.sharding = data.batch_sharding(self.distribution)
         self.model = model_lib.JaxModel(params)
-        names = checkpoint_lib.twin_names(self.model.network, export_lib.build_twin(params))
+        names = checkpoint_lib.tf_keras_names(self.model.network)
         checkpoint_lib.warm_start_network(self.model.network, params, names)  # before the averages copy it
         self.mirror = checkpoint_lib.CheckpointMirror(self.model, params, names, self.processes)
         self.state, _ = checkpoint_lib.restore_latest(
