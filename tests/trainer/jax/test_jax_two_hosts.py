@@ -8,6 +8,7 @@ longer --train_steps resume both processes at the same step.
 """
 import json
 import os
+import signal
 import subprocess
 
 import numpy as np
@@ -34,9 +35,19 @@ def can_view_read_only(path):
 
 
 def run_two_processes(argv, out, is_read_only):
-    """[(returncode, stdout, stderr, pid)] of process 0 and process 1 of the run, each the
-    user's command with the three JAX_* variables; process 1 through the read-only view of out.
-    JAX's compilation cache beside out: the second run compiles nothing the first compiled."""
+    """[(returncode, stdout, stderr, pid)] of process 0 and process 1 of the run, finished."""
+    return finish(start_two_processes(argv, out, is_read_only))
+
+
+def finish(started):
+    outputs = [p.communicate(timeout=300) for p in started]
+    return [(p.returncode, *output, p.pid) for p, output in zip(started, outputs)]
+
+
+def start_two_processes(argv, out, is_read_only):
+    """[Popen] of process 0 and process 1 of the run, each the user's command with the three
+    JAX_* variables; process 1 through the read-only view of out. JAX's compilation cache beside
+    out: a second run compiles nothing the first compiled."""
     port = free_port()
     started = []
     for index in range(2):
@@ -48,8 +59,7 @@ def run_two_processes(argv, out, is_read_only):
             argv_of = [*READ_ONLY_VIEW, str(out), *argv_of]
         started.append(subprocess.Popen(argv_of, cwd=REPO_ROOT, env=env, text=True,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE))
-    outputs = [p.communicate(timeout=300) for p in started]
-    return [(p.returncode, *output, p.pid) for p, output in zip(started, outputs)]
+    return started
 
 
 def check_exits(finished):
@@ -101,3 +111,28 @@ def test_two_processes_keep_one_run_directory_and_resume_at_the_same_step(tmp_pa
     served = served_predictions(str(out / "export" / "image_classifier" / "4"), signature.SIGNATURE_DEFAULT, jpegs)
     probabilities = served[signature.OUTPUT_PROBABILITIES]
     assert probabilities.shape == (11, 3) and np.allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
+
+
+def test_sigterm_to_one_process_stops_both_at_the_same_saved_step(tmp_path):
+    """SIGTERM reaches process 1 alone: after the training call under way both agree to stop,
+    process 0 saves the step, and both end with exit code 143 and the line naming it."""
+    data = write_dataset(tmp_path / "data", {"train": 24, "eval": 11}, size=20)
+    out = tmp_path / "out"
+    argv = as_argv(dict(TINY_FLAGS, train_data_path=f"{data}/train-*", eval_data_path=f"{data}/eval-*",
+                        output_dir=out, engine="jax", train_steps=100000, steps_per_eval=100000,
+                        save_checkpoints_steps=1000, iterations_per_loop=7, progress_seconds=1))
+    started = start_two_processes(argv, out, is_read_only=False)
+    seen = []
+    for line in started[1].stderr:  # process 1's first progress line: training under way
+        seen.append(line)
+        if line.startswith("step "):
+            started[1].send_signal(signal.SIGTERM)
+            break
+    finished = finish(started)
+    _, step = checkpoints.latest_checkpoint(str(out))
+    line = (f"terminated (SIGTERM): {out} holds checkpoints up to step {step:,}; the same command "
+            f"resumes from there")
+    for index, (returncode, _, stderr, _) in enumerate(finished):
+        assert returncode == 143, f"process {index}:\n{''.join(seen)}{stderr[-3000:]}"
+        assert stderr.strip().splitlines()[-1] == line, f"process {index}:\n{stderr[-3000:]}"
+    assert 0 < step < 1000 and step % 7 == 0  # a call's end, saved for the signal
