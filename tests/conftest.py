@@ -7,6 +7,7 @@ import fcntl
 import io
 import os
 import pathlib
+import random
 import signal
 import socket
 import subprocess
@@ -66,16 +67,20 @@ def free_port():
 
 
 def free_port_range(count):
-    """The first of count consecutive free loopback ports (gcloud --start-port takes a block)."""
+    """The first of count consecutive free ports (gcloud --start-port takes a block), below the
+    range the OS hands out to connections and to free_port: a port of the block that was free when
+    chosen stays free while the job starts. A block inside it once lost a port to another test's
+    connection in those seconds, and the job's parameter server died, its other tasks waiting."""
+    low = int(pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0]) \
+        if os.path.exists("/proc/sys/net/ipv4/ip_local_port_range") else 32768
+    rng = random.Random()
     for _ in range(50):
-        start = free_port()
-        if start + count > 65535:
-            continue
+        start = rng.randrange(20000, max(low, 20000 + count + 1) - count)
         sockets = []
         try:
             for port in range(start, start + count):
                 sockets.append(socket.socket())
-                sockets[-1].bind(("127.0.0.1", port))
+                sockets[-1].bind(("", port))  # every address, as the job's servers listen
             return start
         except OSError:
             continue

@@ -72,8 +72,8 @@ if [ "$INSTALLER" = uv ]; then
   "$UV" pip sync -q $compile --python "$build/bin/python" --require-hashes "$LOCK"
 else
   "$PYTHON" -m venv "$build"
-  compile=$([ "$COMPILE_BYTECODE" != no ] || echo --no-compile)
-  "$build/bin/pip" install -q --disable-pip-version-check --no-deps --require-hashes $compile -r "$LOCK"
+  [ "$COMPILE_BYTECODE" != no ] || export PIP_NO_COMPILE=1  # pip's --no-compile
+  "$build/bin/pip" install -q --disable-pip-version-check --no-deps --require-hashes -r "$LOCK"
 fi
 # The project itself runs from the checkout (python -m ...); a .pth file makes it
 # importable from any working directory (gcloud local train, subprocess tests)

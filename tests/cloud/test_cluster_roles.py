@@ -88,6 +88,22 @@ def test_evaluator_does_nothing(monkeypatch, caplog):
     assert "the chief evaluates and exports" in caplog.text
 
 
+def test_a_task_whose_port_is_held_says_so_in_one_line():
+    """Its server cannot start (another process listens there): one line, not gRPC's error and a
+    traceback while the other tasks wait for it."""
+    import socket
+    held = socket.socket()
+    held.bind(("", 0))
+    held.listen()
+    ports = free_ports(2) + [held.getsockname()[1]]
+    try:
+        with pytest.raises(tf_config.ClusterError, match=rf"^worker/0 cannot listen on localhost:{ports[2]} "
+                                                         r"\(TF_CONFIG's cluster\): another process holds"):
+            cluster.start_server(make_tf_config("worker", ports=ports))
+    finally:
+        held.close()
+
+
 def test_ps_serves_until_the_chief_and_every_worker_are_done():
     ports = free_ports(4)
     configs = {name: make_tf_config(name.split("/")[0], int(name.split("/")[1]), workers=2, ports=ports)

@@ -49,8 +49,16 @@ def start_server(tf_config):
     task_type, index = task_of(tf_config)
     cluster = tf.train.ClusterSpec(tf_config["cluster"])
     _LOGGER.info("Starting the %s/%d server of cluster %s", task_type, index, cluster.as_dict())
-    return tf.distribute.Server(cluster, job_name=task_type, task_index=index,
-                                config=tf.compat.v1.ConfigProto(log_device_placement=False))
+    try:
+        return tf.distribute.Server(cluster, job_name=task_type, task_index=index,
+                                    config=tf.compat.v1.ConfigProto(log_device_placement=False))
+    except tf.errors.UnknownError as err:  # gRPC's bind failed: the other tasks would wait for it
+        if "Could not start gRPC server" not in str(err):
+            raise
+        raise ClusterError(f"{task_type}/{index} cannot listen on {cluster.task_address(task_type, index)} "
+                           f"(TF_CONFIG's cluster): another process holds that port, or the address is "
+                           f"not this machine's; free the port or give the job other ports "
+                           f"(gcloud ai-platform local train --start-port)") from None
 
 
 def make_done_queue(ps_index, capacity):
