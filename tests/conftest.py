@@ -17,7 +17,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # check what compiled code does, not how fast, and a tiny JAX run then takes 12 s of CPU, not 20
 # (MobileNetV2's TensorFlow XLA step 4 s, not 49: tests/trainer/test_xla_check.py). The
 # benchmarks (bench/) compile as a user's run does.
-os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true")
+os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0 "
+                                   "--xla_llvm_disable_expensive_passes=true")
 # A suite started with Ctrl-C ignored (`make test &` in a script, nohup) would hand that on to
 # every command it starts, and the Ctrl-C tests' commands would then never see theirs.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
