@@ -8,6 +8,9 @@ its files (TF's GCS file system renames every object below it).
     .venv/bin/python -m pytest tests/common/test_publish.py
 """
 import ast
+import contextlib
+import functools
+import json
 import os
 import pathlib
 import shutil
@@ -146,21 +149,77 @@ def test_the_only_publisher_into_a_folder_clears_every_name_s_leftovers(tmp_path
 
 # serving.k8s's main(), with each file operation of its publish counted; at the KILL_AT-th the
 # process kills itself with SIGKILL (nothing of Python runs after it: no finally, no handler).
-KILLED_K8S = """
-import os, signal, sys
+# Each run is a fork of one helper interpreter that imported the command once: a fresh process
+# per run, as a user's is, without paying the imports per run. The helper has no threads to hand
+# down (a fork copies only the forking thread; a lock another thread held stays held), and checks
+# it before each fork. One request a line: [kill_at, case, argv] in on its stdin, and out on its
+# stdout [returncode (-N: killed by signal N, as subprocess says it), stdout, stderr].
+FORKING_K8S = """
+import json, os, signal, sys, tempfile, threading, traceback
+from google.cloud import storage  # the command imports it on first use (common/gcs_probe.py)
 from serving.k8s import __main__ as k8s, output
-kill_at, calls = int(sys.argv[1]), [0]
-def counted(operation):
+
+def counted(operation, kill_at, calls):
     def call(*args, **kwargs):
         calls[0] += 1
         if calls[0] == kill_at:
             os.kill(os.getpid(), signal.SIGKILL)
         return operation(*args, **kwargs)
     return staticmethod(call)
-for name in ("exists", "makedirs", "rename", "remove_tree"):
-    setattr(output.LocalFiles, name, counted(getattr(output.LocalFiles, name)))
-output.open = counted(open).__func__
-sys.exit(k8s.main(sys.argv[2:]))
+
+def count_file_operations(kill_at):
+    calls = [0]
+    for name in ("exists", "makedirs", "rename", "remove_tree"):
+        setattr(output.LocalFiles, name, counted(getattr(output.LocalFiles, name), kill_at, calls))
+    output.open = counted(open, kill_at, calls).__func__
+
+def run_command(kill_at, case, argv, out, err):
+    '''In the fork: the command run in case/ (stdout, stderr into out, err); its exit code, as
+    `python -c "sys.exit(k8s.main(argv))"` would end with it.'''
+    try:
+        os.chdir(case)
+        for fd, file in ((0, open(os.devnull)), (1, out), (2, err)):
+            os.dup2(file.fileno(), fd)
+        signal.alarm(120)  # a run that hangs ends (-SIGALRM), as subprocess.run's timeout ended it
+        count_file_operations(kill_at)
+        return k8s.main(argv)
+    except SystemExit as stop:  # None: 0; a message: printed, 1
+        if stop.code is None or isinstance(stop.code, int):
+            return stop.code or 0
+        print(stop.code, file=sys.stderr)
+        return 1
+    except BaseException:
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+def fork_command(kill_at, case, argv, out, err):
+    '''The fork's pid. The fork ends in os._exit: nothing of the loop below runs in it, nor the
+    interpreter's shutdown (every imported module torn down, slower than the command itself;
+    what is checked here is on disk before it).'''
+    assert threading.active_count() == 1, f"threads a fork would not have: {threading.enumerate()}"
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = run_command(kill_at, case, argv, out, err)
+        finally:
+            os._exit(code)
+    return pid
+
+def read(file):
+    file.seek(0)
+    return file.read().decode(errors="replace")
+
+for request in sys.stdin:
+    kill_at, case, argv = json.loads(request)
+    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    status = os.waitpid(fork_command(kill_at, case, argv, out, err), 0)[1]
+    print(json.dumps([os.waitstatus_to_exitcode(status), read(out), read(err)]), flush=True)
+    out.close()
+    err.close()
 """
 K8S_ARGV = ["--model_base_path", "gs://my-bucket/run/export/image_classifier", "--tf_serving_version", "2.20"]
 PLAIN_KINDS = ("serviceaccount", "configmap", "deployment", "service", "horizontalpodautoscaler",
@@ -168,15 +227,27 @@ PLAIN_KINDS = ("serviceaccount", "configmap", "deployment", "service", "horizont
 KSERVE_KINDS = ("serviceaccount", "configmap", "inferenceservice", "poddisruptionbudget")
 
 
-def run_k8s_killed_at(kill_at, case, *flags):
+@contextlib.contextmanager
+def forking_k8s(home):
+    """Yields run(kill_at, case, *flags) (run_forked's), each run a fork of one FORKING_K8S
+    helper, started with a user's environment and HOME=home (every case/ is below it)."""
+    env = user_commands.user_env(drop=("GOOGLE_APPLICATION_CREDENTIALS",), HOME=home,
+                                 PYTHONPATH=ROOT, STORAGE_EMULATOR_HOST="http://127.0.0.1:9")
+    with subprocess.Popen([sys.executable, "-c", FORKING_K8S], cwd=home, env=env, text=True,
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as helper:
+        yield functools.partial(run_forked, helper)
+
+
+def run_forked(helper, kill_at, case, *flags):
     """The command run in case/ into k8s/ (so each case's files name the same command), its export
     unread at once (Cloud Storage at a closed port: it says so and writes the manifests for
-    --tf_serving_version); killed at kill_at (0: never)."""
-    env = user_commands.user_env(drop=("GOOGLE_APPLICATION_CREDENTIALS",), HOME=case.parent,
-                                 PYTHONPATH=ROOT, STORAGE_EMULATOR_HOST="http://127.0.0.1:9")
-    return subprocess.run([sys.executable, "-c", KILLED_K8S, str(kill_at), *K8S_ARGV,
-                           "--output_dir", "k8s", *flags],
-                          cwd=case, capture_output=True, text=True, timeout=120, env=env)
+    --tf_serving_version); killed at kill_at (0: never). A CompletedProcess, as subprocess.run's."""
+    argv = [*K8S_ARGV, "--output_dir", "k8s", *flags]
+    helper.stdin.write(json.dumps([kill_at, str(case), argv]) + "\n")
+    helper.stdin.flush()
+    answer = helper.stdout.readline()
+    assert answer, f"the helper ended ({helper.wait()}): {helper.stderr.read()}"
+    return subprocess.CompletedProcess(argv, *json.loads(answer))
 
 
 def read_output(case):
@@ -191,20 +262,21 @@ def test_a_command_killed_at_each_step_of_its_publish_leaves_no_folder_or_a_whol
     """Killed just before its 1st, 2nd, ... file operation until a run ends on its own: each
     finds k8s/ absent, the earlier output (the KServe variant's) whole, or the new one whole."""
     (tmp_path / "earlier").mkdir()
-    if earlier:
-        assert run_k8s_killed_at(0, tmp_path / "earlier", *earlier).returncode == 0
-    outputs = {"absent": None, "earlier": read_output(tmp_path / "earlier")}
-    found = []
-    for kill_at in range(1, 40):
-        case = tmp_path / f"killed-at-{kill_at}"
-        shutil.copytree(tmp_path / "earlier", case)
-        killed = run_k8s_killed_at(kill_at, case)
-        found.append(read_output(case))
-        if killed.returncode == 0:
-            break
-        assert killed.returncode == -signal.SIGKILL, (kill_at, killed.stderr)
-        rerun = run_k8s_killed_at(0, case)  # the same command again: whole, nothing left beside
-        assert rerun.returncode == 0 and sorted(os.listdir(case)) == ["k8s"], (kill_at, os.listdir(case))
+    with forking_k8s(tmp_path) as run_k8s_killed_at:
+        if earlier:
+            assert run_k8s_killed_at(0, tmp_path / "earlier", *earlier).returncode == 0
+        outputs = {"absent": None, "earlier": read_output(tmp_path / "earlier")}
+        found = []
+        for kill_at in range(1, 40):
+            case = tmp_path / f"killed-at-{kill_at}"
+            shutil.copytree(tmp_path / "earlier", case)
+            killed = run_k8s_killed_at(kill_at, case)
+            found.append(read_output(case))
+            if killed.returncode == 0:
+                break
+            assert killed.returncode == -signal.SIGKILL, (kill_at, killed.stderr)
+            rerun = run_k8s_killed_at(0, case)  # the same command again: whole, nothing left beside
+            assert rerun.returncode == 0 and sorted(os.listdir(case)) == ["k8s"], (kill_at, os.listdir(case))
     outputs["new"] = found[-1]
     assert sorted(outputs["new"]) == [f"{i}-{kind}.yaml" for i, kind in enumerate(PLAIN_KINDS, 1)]
     if earlier:
