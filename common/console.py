@@ -15,8 +15,6 @@ import argparse
 import contextlib
 import ctypes
 import difflib
-import importlib.abc
-import importlib.util
 import logging
 import os
 import re
@@ -24,6 +22,8 @@ import signal
 import sys
 import threading
 import warnings
+
+from common import first_import
 
 # The packages of this project: their INFO lines are the ones a person reads.
 PROJECT_PACKAGES = ("common", "preprocess", "trainer", "serving", "bench", "__main__")
@@ -71,6 +71,7 @@ def quiet_libraries(verbosity=0):
     """TensorFlow's C++ lines and the libraries' deprecation warnings off (at verbosity 0),
     the logging format left to the caller; must run before TensorFlow loads."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", {0: "3", 1: "1"}.get(verbosity, "0"))
+    first_import.uncollected_imports()  # a third of TensorFlow's import time (common/first_import.py)
     _NATIVE_LINES["muted"] = verbosity == 0
     if verbosity == 0:
         silence_native_lines_of_import("tensorflow")
@@ -87,41 +88,7 @@ def silence_native_lines_of_import(name):
     absl's logging is initialised ("WARNING: All log messages before absl::InitializeLog() ...",
     oneDNN, CUDA stubs), straight to the stderr file descriptor: TF_CPP_MIN_LOG_LEVEL does not
     reach them. A Python error of the import still surfaces, as an exception."""
-    if name not in sys.modules and not any(isinstance(f, NativeQuietImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, NativeQuietImport(name))
-
-
-class NativeQuietImport(importlib.abc.MetaPathFinder):
-    """Finds module `name` as the other finders do; its loader runs with stderr's descriptor muted."""
-
-    def __init__(self, name):
-        self.name = name
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != self.name:
-            return None
-        sys.meta_path.remove(self)  # once: the real finders answer, and every later import
-        spec = importlib.util.find_spec(fullname)
-        if spec is not None and spec.loader is not None:
-            spec.loader = NativeQuietLoader(spec.loader)
-        return spec
-
-
-class NativeQuietLoader(importlib.abc.Loader):
-    """Delegates to the real loader; exec_module with file descriptor 2 on /dev/null."""
-
-    def __init__(self, loader):
-        self.loader = loader
-
-    def __getattr__(self, attribute):  # get_filename, get_resource_reader, is_package, ...
-        return getattr(self.loader, attribute)
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
-        with native_stderr_muted():
-            self.loader.exec_module(module)
+    first_import.around_first_import(name, native_stderr_muted)
 
 
 _NATIVE_LINES = {"muted": False}  # quiet_libraries(0) ran: a command's native lines are not shown

@@ -28,6 +28,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from common import first_import
+
+# The heavy libraries' first imports (TensorFlow's, at collection) without the cyclic collector, as
+# every command's (common/first_import.py): a third of the import's CPU in each worker, and the
+# worker's later full collections skip what the imports made.
+first_import.uncollected_imports()
+
 
 def encode_image(array, fmt="JPEG", mode=None, **save_args):
     """Encodes a uint8 array ([h, w] or [h, w, c]) with PIL; returns the file bytes."""
