@@ -15,7 +15,6 @@ model_fn, input_fn and serving_input_fn read nothing else.
 """
 import json
 import logging
-import os
 import sys
 
 import tensorflow as tf
@@ -24,7 +23,7 @@ from common import gcs_probe
 from trainer.cloud import hptuning
 from trainer.data import byo_records, dataset_info
 from trainer.run import params_file
-from trainer.settings import checks, flags, table
+from trainer.settings import checks, flags, saved_run
 from trainer.settings import config_file as config_file_reader
 
 # The settings that name files a run reads or writes (output_dir and --config are probed first).
@@ -34,7 +33,6 @@ GCS_PATH_SETTINGS = ("train_data_path", "eval_data_path", "warm_start_from", "hu
 
 def resolve(flag_values, config_file=None):
     """Runs the chain; flag_values holds only the flags the user typed."""
-    params, sources = dict(table.DEFAULTS), {}
     output_dir = flag_values.get("output_dir")
     if output_dir:  # a hyperparameter-tuning trial writes to OUT/<trial id> (trainer/cloud/hptuning.py)
         output_dir = hptuning.trial_output_dir(output_dir)
@@ -43,12 +41,9 @@ def resolve(flag_values, config_file=None):
     gcs_probe.check_readable(output_dir, "output_dir", reachable)
     gcs_probe.check_readable(config_file, "--config", reachable)
     saved = params_file.read_saved_params(output_dir)
-    if saved:
-        saved_file = f"{os.path.join(output_dir, table.PARAMS_FILE)} of an earlier run"
-        params, sources = checks.merge(params, sources, saved, saved_file, is_saved_run=True)
     config_values = config_file_reader.read_config_file(config_file, tf.io.gfile) if config_file else {}
-    params, sources = checks.merge(params, sources, config_values, f"--config {config_file}")
-    params, sources = checks.merge(params, sources, flag_values, "flags")
+    params, sources = checks.merge_layers(saved, saved_run.source(output_dir), config_values,
+                                          f"--config {config_file}", flag_values)
     checks.check_params(params, sources)
     params_file.check_is_not_a_file(params["predict_output_dir"], "predict_output_dir")
     for key in GCS_PATH_SETTINGS:

@@ -129,7 +129,7 @@ def test_a_bad_value_in_a_saved_run_is_named_and_the_run_left_as_it_was(tiny_arg
     out.mkdir()
     saved = dict(tiny_params, min_crop_area=0.0)
     (out / table.PARAMS_FILE).write_text(json.dumps(saved))
-    result = run_trainer(*tiny_argv)
+    result = run_trainer(*tiny_argv, env=user_env(without_tensorflow=True))  # before TensorFlow loads
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.strip() == (f"error: min_crop_area=0.0 ({out}/{table.PARAMS_FILE} of an earlier "
                                      f"run) must be in (0, 1]")
@@ -142,7 +142,7 @@ def test_a_damaged_saved_params_file_is_named(tiny_argv, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / table.PARAMS_FILE).write_text('{"learning_rate": 0.1')  # cut short by a partial copy
-    result = run_trainer(*tiny_argv)
+    result = run_trainer(*tiny_argv, env=user_env(without_tensorflow=True))  # before TensorFlow loads
     assert result.returncode == 2
     assert f"{out}/{table.PARAMS_FILE} is damaged" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

@@ -17,12 +17,10 @@ import tensorflow as tf
 from common import atomic_write
 from trainer.objective import loss as loss_lib
 from trainer.run import checkpoints
-from trainer.settings import table
+from trainer.settings import saved_run, table
 from trainer.settings.checks import ConfigError
 
-# params.json's key for the recipe changes of resumes: [{"step": N, "changed": {key: [from, to]}}],
-# oldest first; each applies from its step on. Not a setting: never merged into params.
-RECIPE_CHANGES_KEY = "recipe_changes"
+RECIPE_CHANGES_KEY = saved_run.RECIPE_CHANGES_KEY
 _LOGGER = logging.getLogger(__name__)
 
 
@@ -39,16 +37,8 @@ def check_is_not_a_file(directory, key):
 
 def read_saved_params(output_dir):
     """OUT/params.json of an earlier run, except its per-command settings and its
-    recipe_changes ({} if there is none).
-
-    The mode is per command: an export-only run must not turn the next plain rerun of
-    the training command into another export; nor may one prediction run's input or
-    export choose what the next one reads.
-    """
-    saved = read_params_file(output_dir)
-    for key in table.PER_COMMAND_KEYS + (RECIPE_CHANGES_KEY,):
-        saved.pop(key, None)
-    return saved
+    recipe_changes ({} if there is none): trainer/settings/saved_run.py."""
+    return saved_run.settings_of(read_params_file(output_dir))
 
 
 def read_params_file(output_dir):
@@ -60,14 +50,7 @@ def read_params_file(output_dir):
     if not tf.io.gfile.exists(path):
         return {}
     with tf.io.gfile.GFile(path) as f:
-        try:
-            saved = json.load(f)
-        except json.JSONDecodeError as err:
-            raise ConfigError(f"{path} is damaged ({err}): restore it from a copy, or use a new "
-                              f"--output_dir") from None
-    if not isinstance(saved, dict):
-        raise ConfigError(f"{path} is not a mapping of settings: restore it, or use a new --output_dir")
-    return saved
+        return saved_run.parse(f.read(), path)
 
 
 def write_params(params, recipe_changes=()):

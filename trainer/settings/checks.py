@@ -46,6 +46,17 @@ def merge(params, sources, overrides, source, is_saved_run=False):
     return merged, where
 
 
+def merge_layers(saved, saved_source, config_values, config_source, flag_values):
+    """(params, sources): the table's defaults under an earlier run's params.json (saved), the
+    --config file's values and the typed flags, each later layer winning: the chain's order
+    (trainer/chain.py), which the early check (early_check.py) follows."""
+    params, sources = dict(table.DEFAULTS), {}
+    if saved:
+        params, sources = merge(params, sources, saved, saved_source, is_saved_run=True)
+    params, sources = merge(params, sources, config_values, config_source)
+    return merge(params, sources, flag_values, "flags")
+
+
 def flag_source(key, source):
     return f"flag --{key}" if source == "flags" else source
 
