@@ -1,8 +1,8 @@
 """SIGTERM, as a preempted TPU VM or a stopped Vertex AI / GKE job sends it: the step reached is
 saved, one line names it, exit code 143, and the same command resumes from it and finishes.
 
-A real process (python -m trainer.task) and a real SIGTERM, both engines; checkpoints sparse
-(--save_checkpoints_steps 200), so what the signal saves is not an older grid checkpoint. The
+A real process (python -m trainer.task) and a real SIGTERM, each engine; checkpoints sparse
+(STEPS), so what the signal saves is not an older grid checkpoint. The
 signal leaves files only, so the run again that resumes runs in the test's process.
 
     .venv/bin/python -m pytest tests/trainer/test_preemption.py
@@ -24,10 +24,12 @@ from trainer import chain, task
 from trainer.run import checkpoints, eval_records
 
 pytestmark = [pytest.mark.process, pytest.mark.trains]
+# {engine: (--train_steps, --save_checkpoints_steps)}: one grid checkpoint before the last step.
 # The signal comes at the first progress line, a second into training: the Estimator engine had
-# trained all of 300 tiny steps by then once its rounds started faster (a fresh clone's CI, a8a2361).
-TRAIN_STEPS = 1200
-EVERY = 800  # --save_checkpoints_steps: one grid checkpoint (800) before TRAIN_STEPS
+# trained all of 300 tiny steps by then once its rounds started faster (a fresh clone's CI,
+# a8a2361), so it runs 1,200; the others are far from 300 then, and their resume trains the rest
+# in this process (1,200 steps: the JAX engine's test took 73 s instead of about 20).
+STEPS = {"estimator": (1200, 800), "keras": (300, 200), "jax": (300, 200)}
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +40,10 @@ def dataset(tmp_path_factory):
 
 def preemptible_argv(dataset, output_dir, engine):
     # iterations_per_loop 7: calls end off the grid, so the step SIGTERM saves is one of its own.
+    train_steps, every = STEPS[engine]
     return as_argv(dict(TINY_FLAGS, train_data_path=f"{dataset}/train-*", eval_data_path=f"{dataset}/eval-*",
-                        output_dir=output_dir, train_steps=TRAIN_STEPS, steps_per_eval=TRAIN_STEPS,
-                        save_checkpoints_steps=EVERY, iterations_per_loop=7, progress_seconds=1,
+                        output_dir=output_dir, train_steps=train_steps, steps_per_eval=train_steps,
+                        save_checkpoints_steps=every, iterations_per_loop=7, progress_seconds=1,
                         engine=engine))
 
 
@@ -66,6 +69,7 @@ def checkpoint_steps(output_dir):
 def test_sigterm_saves_the_step_reached_and_the_same_command_resumes(dataset, tmp_path, engine, caplog):
     output_dir = str(tmp_path / "out")
     argv = preemptible_argv(dataset, output_dir, engine)
+    train_steps, every = STEPS[engine]
     process = start_trainer(*argv)
     stderr = terminate_once_training(process)
     _, step = checkpoints.latest_checkpoint(output_dir)
@@ -75,22 +79,22 @@ def test_sigterm_saves_the_step_reached_and_the_same_command_resumes(dataset, tm
     assert stopped == [f"terminated (SIGTERM): {output_dir} holds checkpoints up to step {step:,}; "
                        f"the same command resumes from there"], stderr[-3000:]
     assert stderr.strip().splitlines()[-1] == stopped[0]
-    assert 0 < step < TRAIN_STEPS and step % EVERY, f"step {step}: not saved by the signal"
+    assert 0 < step < train_steps and step % every, f"step {step}: not saved by the signal"
     assert step in checkpoint_steps(output_dir)
     assert not os.path.exists(os.path.join(output_dir, "export"))
     assert run_checks.training_images(output_dir), "the command wrote no train_input images"
 
     with caplog.at_level(logging.INFO):  # the same command again: its engine's run, as task.main runs it
         task.load_engine(engine)(chain.parse_params(argv))
-    assert f"Resuming from step {step} of {TRAIN_STEPS}" in caplog.messages
-    assert checkpoints.latest_checkpoint(output_dir)[1] == TRAIN_STEPS
+    assert f"Resuming from step {step} of {train_steps}" in caplog.messages
+    assert checkpoints.latest_checkpoint(output_dir)[1] == train_steps
     if engine != "estimator":  # the checkpoints after the signal's fall on the grid again
         assert [s for s in checkpoint_steps(output_dir) if s > step] == [
-            s for s in (EVERY, TRAIN_STEPS) if s > step]
-    assert os.path.isdir(os.path.join(output_dir, "export", "image_classifier", str(TRAIN_STEPS)))
+            s for s in (every, train_steps) if s > step]
+    assert os.path.isdir(os.path.join(output_dir, "export", "image_classifier", str(train_steps)))
     # The signal's checkpoint lies between round ends: trained on, not evaluated (rounds.py), so
     # the evaluations are an uninterrupted run's.
-    assert [r["global_step"] for r in eval_records.read_eval_results(output_dir)] == [TRAIN_STEPS]
+    assert [r["global_step"] for r in eval_records.read_eval_results(output_dir)] == [train_steps]
 
 
 def test_sigterm_in_the_first_second_is_one_line_and_nothing_is_written(dataset, tmp_path):
