@@ -138,12 +138,14 @@ def test_a_bad_value_in_a_saved_run_is_named_and_the_run_left_as_it_was(tiny_arg
 
 
 @pytest.mark.process
-def test_a_damaged_saved_params_file_is_named(tiny_argv, tmp_path):
+@pytest.mark.parametrize("content", [b'{"learning_rate": 0.1', b"\x80\x81 overwritten, not text"],
+                         ids=["cut_short_by_a_partial_copy", "overwritten_with_bytes"])
+def test_a_damaged_saved_params_file_is_named(tiny_argv, tmp_path, content):
     out = tmp_path / "out"
     out.mkdir()
-    (out / table.PARAMS_FILE).write_text('{"learning_rate": 0.1')  # cut short by a partial copy
+    (out / table.PARAMS_FILE).write_bytes(content)
     result = run_trainer(*tiny_argv, env=user_env(without_tensorflow=True))  # before TensorFlow loads
-    assert result.returncode == 2
+    assert result.returncode == 2, result.stderr[-2000:]
     assert f"{out}/{table.PARAMS_FILE} is damaged" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 

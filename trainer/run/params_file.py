@@ -49,7 +49,7 @@ def read_params_file(output_dir):
     path = os.path.join(output_dir, table.PARAMS_FILE)
     if not tf.io.gfile.exists(path):
         return {}
-    with tf.io.gfile.GFile(path) as f:
+    with tf.io.gfile.GFile(path, "rb") as f:
         return saved_run.parse(f.read(), path)
 
 

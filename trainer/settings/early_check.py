@@ -32,11 +32,12 @@ def check_before_tensorflow(flag_values, config_path, output_dir):
 
 
 def read_local_params(output_dir):
-    """OUT/params.json as written ({} without one, or when OUT is not a directory: the chain
-    refuses that), a damaged one refused as the chain does."""
+    """OUT/params.json as written, a damaged one refused as the chain refuses it; {} without
+    one, or when it cannot be read here (OUT a file, no permission): the chain says why."""
     path = os.path.join(output_dir, table.PARAMS_FILE)
     try:
-        with open(path) as saved:
-            return saved_run.parse(saved.read(), path)
-    except (FileNotFoundError, NotADirectoryError):
+        with open(path, "rb") as saved:
+            content = saved.read()
+    except OSError:
         return {}
+    return saved_run.parse(content, path)

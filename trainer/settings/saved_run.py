@@ -21,11 +21,12 @@ def source(output_dir):
     return f"{os.path.join(output_dir, table.PARAMS_FILE)} of an earlier run"
 
 
-def parse(text, path):
-    """params.json's mapping as written; ConfigError naming path when it is not a JSON mapping."""
+def parse(content, path):
+    """params.json's mapping as written (content: its bytes); ConfigError naming path when it is
+    not a JSON mapping (cut short, or bytes that are not text)."""
     try:
-        saved = json.loads(text)
-    except json.JSONDecodeError as err:
+        saved = json.loads(content)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path} is damaged ({err}): restore it from a copy, or use a new "
                           f"--output_dir") from None
     if not isinstance(saved, dict):
