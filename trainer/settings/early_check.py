@@ -24,7 +24,10 @@ def check_before_tensorflow(flag_values, config_path, output_dir):
     subdirectory)."""
     if not output_dir or is_remote(output_dir) or is_remote(config_path):
         return  # no output_dir typed: the chain may take it from elsewhere (an earlier check's test)
-    saved = saved_run.settings_of(read_local_params(output_dir))
+    saved = read_local_params(output_dir)
+    if saved is None:
+        return  # a params.json it cannot read here: its values are unknown, the chain says why
+    saved = saved_run.settings_of(saved)
     config_values = config_file.read_config_file(config_path) if config_path else {}
     params, sources = checks.merge_layers(saved, saved_run.source(output_dir), config_values,
                                           f"--config {config_path}", flag_values)
@@ -32,12 +35,14 @@ def check_before_tensorflow(flag_values, config_path, output_dir):
 
 
 def read_local_params(output_dir):
-    """OUT/params.json as written, a damaged one refused as the chain refuses it; {} without
-    one, or when it cannot be read here (OUT a file, no permission): the chain says why."""
+    """OUT/params.json as written, a damaged one refused as the chain refuses it; {} without one;
+    None when it cannot be read here (OUT a file, no permission)."""
     path = os.path.join(output_dir, table.PARAMS_FILE)
     try:
         with open(path, "rb") as saved:
             content = saved.read()
-    except OSError:
+    except FileNotFoundError:
         return {}
+    except OSError:
+        return None
     return saved_run.parse(content, path)
