@@ -72,8 +72,9 @@ check-jax-tpu-build: $(VENV_JAX_TPU)/.installed
 # are set up once): the suite is mostly one core's work, and CI has two (docs/development.md).
 # `make test PYTEST_WORKERS=` runs it in one process. A worker that dies (a crash, or
 # pytest-timeout ending a hung test) fails its test and is not replaced: xdist would run the
-# dead worker's whole file again on a new one, and a hang again and again.
-PYTEST_WORKERS ?= -n 2 --dist loadfile --max-worker-restart 0
+# dead worker's whole file again on a new one, and a hang again and again. The files are handed
+# out longest first (tests/conftest.py's order; xdist's own would put files of few tests last).
+PYTEST_WORKERS ?= -n 2 --dist loadfile --no-loadscope-reorder --max-worker-restart 0
 
 test: $(VENV)/.installed
 	$(PY) -m pytest $(PYTEST_WORKERS)

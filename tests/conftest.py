@@ -124,24 +124,31 @@ def pytest_configure(config):
     driver.run_mode = refusing_unless_marked(driver.run_mode, "trains", "runs a trainer mode")
 
 
-# The longest test files of make test, longest first (measured: docs/development.md, "Where the
-# suite's time goes"). They are handed out first, so the two xdist workers (--dist loadfile) do
-# not end with one of them running a long file alone; a stale entry only costs some balance.
-LONGEST_FILES = (
-    "tests/bench/test_bench_scripts.py", "tests/trainer/test_warm_start.py",
-    "tests/trainer/test_xla_check.py", "tests/trainer/test_imagenet_networks.py",
-    "tests/trainer/test_mix.py", "tests/trainer/test_eval_beside_trainer.py",
-    "tests/trainer/test_interrupted_schedule.py", "tests/trainer/test_image_records.py",
-    "tests/trainer/test_preemption.py", "tests/trainer/test_run_guard.py",
-    "tests/trainer/test_seed.py", "tests/cloud/test_gcloud_local_train.py",
-    "tests/preprocess/test_output_dir.py", "tests/trainer/test_run_state.py",
-)
+# The longest test files of make test, longest first (tests/longest_files.txt, measured). They
+# are handed out first, so the two xdist workers (--dist loadfile) do not end with one of them
+# running a long file alone. xdist would otherwise order the files by their number of tests
+# (its --loadscope-reorder, on by default), which hands out last the long files of one or two
+# tests: the Makefile's --no-loadscope-reorder keeps this order.
+LONGEST_FILES_LIST = pathlib.Path(__file__).with_name("longest_files.txt")
+
+
+def longest_files(listing=LONGEST_FILES_LIST):
+    """{test file path: its rank}, the longest 0, from the seconds the listing gives each path."""
+    timed = []
+    for line in listing.read_text().splitlines():
+        fields = line.split("#")[0].split()
+        if fields:
+            timed.append((-float(fields[0]), fields[1]))
+    return {path: rank for rank, (_, path) in enumerate(sorted(timed))}
+
+
+def sort_longest_first(items, rank):
+    """The ranked files first, by rank, then the others; each file's tests in their order."""
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
 
 
 def pytest_collection_modifyitems(items):
-    """The longest files first (LONGEST_FILES), each file's tests in their order."""
-    rank = {path: index for index, path in enumerate(LONGEST_FILES)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+    sort_longest_first(items, longest_files())
 
 
 def refusing_unless_marked(function, mark, what):
