@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import write_dataset
 from tests.trainer.conftest import TINY_FLAGS, as_argv
-from tests.user_commands import run, run_trainer
+from tests.user_commands import error_lines, run, run_trainer, user_env
 from trainer.run import progress
 from trainer.settings import table
 
@@ -37,9 +37,21 @@ def test_help_is_grouped_explained_and_free_of_library_lines():
     assert "--mode {train_and_eval,evaluate,export,predict" in result.stdout
     assert "--model {" in result.stdout and "small_cnn" in result.stdout
     assert "glob of training TFRecords" in result.stdout
-    xla = run("trainer.estimator.xla_check", "--help")
-    assert xla.stdout.startswith("usage: python -m trainer.estimator.xla_check") and xla.stderr == ""
-    assert "TPU readiness without a TPU" in xla.stdout
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("engine", ["estimator", "keras"])
+def test_the_xla_checks_answer_help_and_a_bad_flag_before_tensorflow_loads(engine):
+    """Their flags are the trainer's: --help and a bad value need no TensorFlow (it cannot load here)."""
+    without_tensorflow = user_env(without_tensorflow=True)
+    xla = run(f"trainer.{engine}.xla_check", "--help", env=without_tensorflow)
+    assert xla.returncode == 0 and xla.stderr == ""
+    assert xla.stdout.startswith(f"usage: python -m trainer.{engine}.xla_check")
+    assert "TPU readiness without a TPU" in xla.stdout and "--model {" in xla.stdout
+    bad = run(f"trainer.{engine}.xla_check", "--model", "small_cnn", "--image_size", "x",
+              env=without_tensorflow)
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert error_lines(bad) == ["error: image_size='x' (flag --image_size) is not a whole number"]
 
 
 @pytest.mark.process

@@ -5,7 +5,8 @@ The TPU runs one XLA program per step. Each engine compiles its own step on CPU
 the Keras train_step under tf.function(jit_compile=True)); what they share is here: the
 synthetic batch with the input pipeline's static shapes, the search for tensors without
 a static shape (named by op), XLA's complaint in one line, the check of the losses and
-step, and the command line.
+step, and the command line, which it judges before TensorFlow loads (this module imports
+none): --help and a typo'd flag answer at once.
 
     .venv/bin/python -m trainer.estimator.xla_check --model resnet --image_size 32 --train_batch_size 16
     .venv/bin/python -m trainer.keras.xla_check --model resnet --image_size 32 --train_batch_size 16
@@ -13,11 +14,9 @@ step, and the command line.
 import sys
 
 import numpy as np
-import tensorflow as tf
 
 from common import console
 from common.user_errors import UserError
-from trainer.data import mix
 from trainer.settings import checks, flags, table
 
 # A call of a loaded function (a TF Hub backbone's SavedModel) declares the shapes it was
@@ -54,6 +53,7 @@ def check_static(problems, params):
 
 def make_batch(params, batch_size, seed=0, transpose=False):
     """A synthetic batch with the static shapes input_fn produces (trainer/data/input.py)."""
+    from trainer.data import mix  # imports TensorFlow: here, so read_params runs before it loads
     rng = np.random.default_rng(seed)
     size = params["image_size"]
     images = rng.uniform(-1.0, 1.0, [batch_size, size, size, 3]).astype(np.float32)
@@ -90,20 +90,26 @@ def check_progress(losses, final_step, steps, params):
     return losses
 
 
-def main(check_train_step, prog, verbosity, argv=None):
-    """The command line of an engine's check: the trainer's flags, 10 digit classes."""
+def read_params(prog, argv=None):
+    """An engine's check's params from its command line (the trainer's flags, 10 digit classes),
+    without TensorFlow: --help exits 0 here and a bad flag or value is one line, exit 2."""
     parser = flags.make_parser(description=__doc__.splitlines()[0], prog=prog)
     typed = vars(parser.parse_args(sys.argv[1:] if argv is None else argv))
     typed.pop("verbosity", None)
     typed.pop("config", None)
-    console.configure_logging(verbosity)
-    try:
-        sources = {key: f"flag --{key}" for key in typed}  # the parser knows only the table's settings
+    sources = {key: f"flag --{key}" for key in typed}  # the parser knows only the table's settings
+
+    def check_flags():
         params = dict(table.DEFAULTS, **{key: checks.coerce(key, value, sources[key])
                                          for key, value in typed.items()})
         params.update(num_classes=10, labels=[str(i) for i in range(10)], output_dir="/tmp/xla_check")
         checks.check_params(params, sources)
-        losses = check_train_step(params)
-    except UserError as err:  # ConfigError, XlaCheckError: named, no traceback
-        console.exit_with_error(err)
+        return params
+    return console.exit_on_user_error(check_flags)  # ConfigError: named, no traceback
+
+
+def main(check_train_step, params, verbosity):
+    """Runs an engine's check on read_params' params: one OK line, or XlaCheckError's one line, exit 2."""
+    console.configure_logging(verbosity)
+    losses = console.exit_on_user_error(check_train_step, params)
     print(f"OK: model={params['model']!r} trains under XLA with static shapes; losses {losses}")

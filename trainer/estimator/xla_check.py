@@ -20,14 +20,16 @@ from unittest import mock
 from common import console
 
 VERBOSITY = console.quiet_unless_verbose()  # before TensorFlow loads: it reads the environment once
+from trainer.cloud import xla  # noqa: E402  (no TensorFlow: the flags are judged before it loads)
 if __name__ == "__main__" and importlib.util.find_spec("tensorflow_estimator") is None:  # .venv-keras
     console.exit_with_error("python -m trainer.estimator.xla_check needs tensorflow-estimator "
                             "(TensorFlow <= 2.15), not installed here: use the .venv environment, "
                             "or python -m trainer.keras.xla_check for the Keras engine")
+if __name__ == "__main__":  # --help and a typo'd flag answer at once
+    PARAMS = xla.read_params("python -m trainer.estimator.xla_check")
 
 import tensorflow as tf  # noqa: E402
 
-from trainer.cloud import xla  # noqa: E402
 from trainer.cloud.xla import XlaCheckError  # noqa: E402,F401  (what check_train_step raises)
 from trainer.estimator import model  # noqa: E402
 
@@ -89,4 +91,4 @@ def run_compiled(graph, loss, global_step, steps, params):
 
 
 if __name__ == "__main__":
-    xla.main(check_train_step, "python -m trainer.estimator.xla_check", VERBOSITY)
+    xla.main(check_train_step, PARAMS, VERBOSITY)

@@ -14,10 +14,12 @@ memory limits. The Estimator engine's step: trainer/estimator/xla_check.py.
 from common import console
 
 VERBOSITY = console.quiet_unless_verbose()  # before TensorFlow loads: it reads the environment once
+from trainer.cloud import xla  # noqa: E402  (no TensorFlow: the flags are judged before it loads)
+if __name__ == "__main__":  # --help and a typo'd flag answer at once
+    PARAMS = xla.read_params("python -m trainer.keras.xla_check")
 
 import tensorflow as tf  # noqa: E402
 
-from trainer.cloud import xla  # noqa: E402
 from trainer.cloud.xla import XlaCheckError  # noqa: E402,F401  (what check_train_step raises)
 from trainer.keras import model as model_lib  # noqa: E402
 
@@ -48,4 +50,4 @@ def check_train_step(params, batch_size=None, steps=2):
 
 
 if __name__ == "__main__":
-    xla.main(check_train_step, "python -m trainer.keras.xla_check", VERBOSITY)
+    xla.main(check_train_step, PARAMS, VERBOSITY)
