@@ -5,21 +5,22 @@
 import pytest
 import tensorflow as tf
 
-from tests.user_commands import error_lines, run
+from tests.user_commands import error_lines, run, user_env
 
 pytestmark = pytest.mark.process
 
 
 def test_without_arguments_it_names_what_it_needs_not_a_traceback():
-    done = run("trainer.data.augment", timeout=120)
+    done = run("trainer.data.augment", timeout=120, env=user_env(without_tensorflow=True))  # answered before TF loads
     assert done.returncode == 2 and done.stdout == ""
     assert error_lines(done) == ["error: the following arguments are required: image, policy; "
                                  "see python -m trainer.data.augment --help"]
 
 
 def test_a_missing_image_is_one_line(tmp_path):
-    done = run("trainer.data.augment", tmp_path / "nope.jpg", "randaugment", timeout=120)
-    assert done.returncode == 2
+    done = run("trainer.data.augment", tmp_path / "nope.jpg", "randaugment", timeout=120,
+               env=user_env(without_tensorflow=True))  # a local path is judged before TensorFlow loads
+    assert done.returncode == 2 and done.stdout == ""
     assert error_lines(done) == [f"error: {tmp_path}/nope.jpg does not exist; pass an image file"]
 
 

@@ -21,17 +21,37 @@ so that a 32-pixel digit is not moved by 100 pixels.
     .venv/bin/python -m trainer.data.augment IMAGE.jpg randaugment   # writes IMAGE.augmented.png
 """
 import math
+import os
 import sys
 
+from common import console
+from common.user_errors import UserError
+from trainer.settings import table
+
+MISSING_IMAGE = "{} does not exist; pass an image file"
+
+
+def read_args(argv=None):
+    """The command's IMAGE and POLICY, judged before TensorFlow loads: --help, a missing
+    argument and a local IMAGE that does not exist answer at once (one line, exit 2)."""
+    parser = console.ArgumentParser(prog="python -m trainer.data.augment",
+                                    description="Write IMAGE.augmented.png: IMAGE through an --augment policy.")
+    parser.add_argument("image", help="a JPEG, PNG, GIF or BMP file")
+    parser.add_argument("policy", choices=table.AUGMENT_POLICIES, help="the --augment policy")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if "://" not in args.image and not os.path.exists(args.image):  # gs://: main asks TensorFlow
+        console.exit_with_error(MISSING_IMAGE.format(args.image))
+    return args
+
+
 if __name__ == "__main__":  # the command: TensorFlow's start-up lines off (-v shows them)
-    from common import console
     console.quiet_unless_verbose()
+    ARGS = read_args()
 
 import tensorflow as tf  # noqa: E402
 
 from common import image_ops  # noqa: E402
 from trainer.data import augment_ops as ops  # noqa: E402
-from trainer.settings import table  # noqa: E402
 
 MAX_LEVEL = 10.0
 # Of the image side, at magnitude 10: 100/224 px (RandAugment's translate_const) and
@@ -198,20 +218,12 @@ def erase(images, probability, seed):
     return tf.where(inside[..., tf.newaxis], noise, images)
 
 
-def main(argv=None):
-    """One image through a policy, written beside it as IMAGE.augmented.png (a look at what
-    --augment does); a missing or undecodable image is one line, exit code 2."""
-    from common import console
-    from common.user_errors import UserError
-    parser = console.ArgumentParser(prog="python -m trainer.data.augment",
-                                    description="Write IMAGE.augmented.png: IMAGE through an --augment policy.")
-    parser.add_argument("image", help="a JPEG, PNG, GIF or BMP file")
-    parser.add_argument("policy", choices=table.AUGMENT_POLICIES, help="the --augment policy")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-
+def main(args):
+    """One image through a policy (read_args' args), written beside it as IMAGE.augmented.png
+    (a look at what --augment does); a missing or undecodable image is one line, exit code 2."""
     def augment_file():
         if not tf.io.gfile.exists(args.image):
-            raise UserError(f"{args.image} does not exist; pass an image file")
+            raise UserError(MISSING_IMAGE.format(args.image))
         try:
             image = tf.io.decode_image(tf.io.read_file(args.image), channels=3, expand_animations=False)
         except tf.errors.InvalidArgumentError:
@@ -225,4 +237,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)
