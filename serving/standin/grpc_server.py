@@ -7,9 +7,7 @@ HandleReloadConfigRequest, with TF Serving's codes and words.
 
     .venv/bin/python -m serving.standin.server --model_base_path OUT/export/image_classifier --port 8500
 """
-import errno
 import logging
-import socket
 from concurrent import futures
 
 import grpc
@@ -223,32 +221,9 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
         return self.core.get_status(spec.name, spec.version.value if spec.HasField("version") else None)
 
 
-def find_port_in_use(host, port):
-    """The EADDRINUSE OSError that binding host:port raises, or None: gRPC's own bind failure
-    does not say why. Other probe errors (no IPv6 for "localhost") are left to gRPC."""
-    if port == 0:
-        return None
-    try:
-        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                       flags=socket.AI_PASSIVE)
-    except socket.gaierror:
-        return None
-    for family, kind, proto, _, address in addresses:
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind(address)
-            except OSError as e:
-                if e.errno == errno.EADDRINUSE:
-                    return e
-    return None
-
-
 def start_grpc_server(core, host, port, max_message_bytes, metrics=None):
-    """(server, bound port) of a started gRPC server (port 0: a free one); OSError if it cannot bind."""
-    in_use = find_port_in_use(host, port)
-    if in_use is not None:
-        raise in_use
+    """(server, bound port) of a started gRPC server (port 0: a free one); OSError if it cannot
+    bind, which does not say why (server.check_port does, before)."""
     options = [("grpc.max_receive_message_length", max_message_bytes),
                ("grpc.max_send_message_length", max_message_bytes),
                # gRPC's default SO_REUSEPORT lets a second server bind the same port and

@@ -17,6 +17,7 @@ import errno
 import logging
 import os
 import signal
+import socket
 import threading
 
 from tensorflow_serving.config import model_server_config_pb2
@@ -25,8 +26,8 @@ from common import console, signature
 from common.user_errors import UserError
 
 # No TensorFlow here: rest_server, grpc_server and server_core load it, and are imported
-# where a server starts, so that --help and flag mistakes answer at once.
-from serving.standin import batching, config_files, metrics as metrics_lib
+# where a server starts: --help, flag mistakes, a base a level off and a busy port answer at once.
+from serving.standin import batching, config_files, metrics as metrics_lib, version_policy
 
 NAME = "serving.standin.server"  # starts each line it prints, as serving.launch's and serving.demo's
 STANDIN_BANNER = f"TF Serving development stand-in ({NAME}), not TF Serving"
@@ -155,6 +156,33 @@ def describe_bind_error(side, flag, host, port, error):
             f"check --host or pass {flag} N")
 
 
+def probe_port(host, port):
+    """Raises the EADDRINUSE OSError of binding host:port (gRPC's bind failure does not say why);
+    port 0 and other failures (no IPv6 for "localhost") are left to the real bind."""
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror:
+        return
+    for family, kind, proto, _, address in addresses if port else ():
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as e:
+                if e.errno == errno.EADDRINUSE:
+                    raise
+
+
+def check_ports(options):
+    """PortUnavailableError for a port another server holds, before any model loads."""
+    for side, flag, port in (("REST", "--rest_api_port", options.rest_api_port),
+                             ("gRPC", "--port", options.port)):
+        try:
+            probe_port(options.host, port)
+        except OSError as e:
+            raise PortUnavailableError(describe_bind_error(side, flag, options.host, port, e)) from e
+
+
 def start_server(model_name=None, model_base_path=None, *args, model_config=None, **options):
     """start() for one model (or model_config); the other ServerOptions in their order."""
     config = model_config or config_files.single_model_config(model_name, model_base_path)
@@ -167,6 +195,7 @@ def start(options):
     Raises ConfigFileError for a label the config may not set yet, PortUnavailableError
     when either port cannot be bound; nothing keeps running then.
     """
+    check_ports(options)  # before TensorFlow and the models load: a port in use answers at once
     from serving.standin import server_core
     metrics = metrics_lib.Metrics(is_batching=options.batching is not None)
     scheduler = batching.BatchScheduler(options.batching, metrics) if options.batching else None
@@ -195,6 +224,7 @@ def start_endpoints(core, metrics, options):
         raise PortUnavailableError(describe_bind_error(
             "REST", "--rest_api_port", host, options.rest_api_port, e)) from e
     try:
+        probe_port(host, options.port)  # again: taken while the models loaded?
         grpc, grpc_port = grpc_server.start_grpc_server(core, host, options.port,
                                                         max_request_bytes, metrics)
     except OSError as e:
@@ -213,7 +243,6 @@ def options_from_args(args):
     if args.model_config_file:
         config = config_files.read_model_server_config(args.model_config_file)
     elif args.model_base_path:
-        from serving.standin import version_policy  # loads TensorFlow: after the flags parsed
         version_policy.check_model_base(args.model_base_path)  # OUT/export, not OUT/export/m?
         if not os.path.isdir(args.model_base_path):
             logging.warning("--model_base_path=%s does not exist yet; waiting for a version",

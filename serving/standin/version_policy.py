@@ -10,8 +10,6 @@ check_model_base says at once that a base path is a level off, where TF Serving 
 """
 import os
 
-import tensorflow as tf
-
 from common import export_versions
 from common.user_errors import UserError
 
@@ -34,6 +32,7 @@ def select_versions(policy, present):
 def fingerprint_version(export_dir):
     """(path, size, mtime) of every file under a version directory, sorted: a failed version
     is retried when it changes, so a copy in progress fails once per change, not per poll."""
+    import tensorflow as tf  # here: the server's check_model_base answers before TensorFlow loads
     entries = []
     for root, _, names in tf.io.gfile.walk(export_dir):
         for name in names:

@@ -1,20 +1,18 @@
-"""`python -m serving.standin.server` with a port another server holds: one line, exit code 2.
+"""`python -m serving.standin.server` with a port another server holds: one line, exit code 2,
+before TensorFlow loads (the port is probed before any model loads).
 
 gRPC sets SO_REUSEPORT by default, so without the stand-in's check a second server would
 bind the same gRPC port and silently take half of the connections.
 
     .venv/bin/python -m pytest tests/serving/standin/test_server_ports.py
 """
-import pathlib
 import socket
-import subprocess
-import sys
 
 import pytest
 
-pytestmark = [pytest.mark.process]
+from tests import user_commands
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
+pytestmark = [pytest.mark.process]
 
 
 @pytest.fixture
@@ -30,10 +28,9 @@ def held_port():
 @pytest.mark.parametrize("side, flag, other_flag", [("REST", "--rest_api_port", "--port"),
                                                      ("gRPC", "--port", "--rest_api_port")])
 def test_a_port_in_use_is_one_line_and_exit_code_2(tmp_path, held_port, side, flag, other_flag):
-    result = subprocess.run(
-        [sys.executable, "-m", "serving.standin.server", "--model_base_path", str(tmp_path),
-         f"{flag}={held_port}", f"{other_flag}=0"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    result = user_commands.run(  # a `tensorflow` that cannot load: refused before it would
+        "serving.standin.server", "--model_base_path", tmp_path, f"{flag}={held_port}",
+        f"{other_flag}=0", env=user_commands.user_env(without_tensorflow=True), timeout=60)
     expected = (f"error: {side} port {held_port} on 127.0.0.1 is "
                 f"already in use; stop the other server or pass {flag} N")
     assert result.returncode == 2, result.stderr[-2000:]
