@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -18,6 +17,7 @@ from PIL import Image
 
 from tests.conftest import NUM_GOOD_IMAGES, make_jpeg_bytes
 from tests.engines import needs_estimator
+from tests.user_commands import error_lines, run, user_env
 from trainer.run import eval_records
 from trainer.objective import confusion
 from trainer.report import data as report_data, html as report_html, page as report, svg as report_svg
@@ -228,10 +228,8 @@ def test_ordinary_mistakes_are_named(case, message, tmp_path, trained_run):
         report.build_page(str(out), None, 8)
 
 
-def run_report(*argv):
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "PYTHONWARNINGS")}
-    return subprocess.run([sys.executable, "-m", "trainer.report", *map(str, argv)],
-                          capture_output=True, text=True, timeout=120, env=env)
+def run_report(*argv, **run_args):
+    return run("trainer.report", *argv, timeout=120, **run_args)
 
 
 def run_chromium(profile, *argv):
@@ -240,11 +238,17 @@ def run_chromium(profile, *argv):
 
 
 @pytest.mark.process
-def test_command_error_is_one_line_and_exit_code_2(tmp_path):
-    result = run_report(tmp_path)
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == [
-        f"error: {tmp_path} is not a run directory (no params.json); pass the --output_dir of a training run"]
+@pytest.mark.parametrize("out, message", [
+    ("nowhere", "{out} does not exist; pass the --output_dir of a training run"),
+    (".", "{out} is not a run directory (no params.json); pass the --output_dir of a training run")],
+    ids=["missing", "not_a_run"])
+def test_command_error_is_one_line_and_exit_code_2(out, message, tmp_path):
+    """A local OUT is judged before TensorFlow loads (it cannot load here)."""
+    out = tmp_path / out
+    result = run_report(out, env=user_env(without_tensorflow=True))
+    assert result.returncode == 2 and result.stdout == ""
+    assert error_lines(result) == [f"error: {message.format(out=out)}"]
+    assert os.listdir(tmp_path) == []  # nothing written
 
 
 @pytest.mark.process

@@ -1,6 +1,7 @@
 """Entry point: python -m trainer.report OUT writes OUT/report.html (trainer/report/page.py).
 
-The flags parse before TensorFlow loads, so --help and a typo answer at once.
+The flags parse, and a local OUT that is no run directory is refused, before TensorFlow loads,
+so --help and a typo answer at once.
 
     .venv/bin/python -m trainer.report work/demo/run            # -> work/demo/run/report.html
     .venv/bin/python -m trainer.report OUT --output /tmp/r.html --eval_data_path 'DIR/eval-*'
@@ -13,6 +14,7 @@ from common import console
 VERBOSITY = console.quiet_unless_verbose()  # before TensorFlow loads: it reads the environment once
 
 from common.user_errors import UserError  # noqa: E402
+from trainer.report import check_run_directory  # noqa: E402
 
 REPORT_FILE = "report.html"
 
@@ -37,6 +39,8 @@ def main(argv=None):
     args = make_parser().parse_args(sys.argv[1:] if argv is None else argv)
     if args.max_images < 0:
         console.exit_with_error(f"--max_images={args.max_images} must be 0 or more")
+    if "://" not in args.output_dir:  # gs://: build_page judges it through TensorFlow
+        console.exit_on_user_error(check_run_directory, args.output_dir, os.path.exists)
     from trainer.objective import confusion
     from trainer.report import html as report_html, page as report_page
     try:

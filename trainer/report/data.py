@@ -19,8 +19,8 @@ import numpy as np
 import tensorflow as tf
 
 from common import chunks, export_predictor, export_versions, record_schema, signature
-from common.user_errors import UserError
 from trainer.data import input as input_lib
+from trainer.report import ReportError, check_run_directory
 from trainer.settings import table
 from trainer.run import eval_records, input_images
 from trainer.run import params_file
@@ -28,10 +28,6 @@ from trainer.run import params_file
 PREDICT_BATCH = 256  # images per call of the serving signature: bounded memory, few calls
 IMAGE_STEPS = 2  # the newest summary steps whose input images the page shows (3 images each)
 TRAINING_IMAGE_SETTINGS = ("min_crop_area", "random_flip") + input_lib.AUGMENT_SETTINGS
-
-
-class ReportError(UserError):
-    """A run directory, export or eval data the report cannot use; the message names the fix."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,14 +49,9 @@ class Evaluation:
 
 
 def read_run_params(output_dir):
-    """OUT/params.json; ReportError when OUT is not a trainer run directory."""
-    if not tf.io.gfile.isdir(output_dir):
-        raise ReportError(f"{output_dir} does not exist; pass the --output_dir of a training run")
-    params = params_file.read_saved_params(output_dir)
-    if not params:
-        raise ReportError(f"{output_dir} is not a run directory (no {table.PARAMS_FILE}); "
-                          "pass the --output_dir of a training run")
-    return params
+    """OUT/params.json; ReportError when OUT is not a trainer run directory (gs:// too)."""
+    check_run_directory(output_dir, tf.io.gfile.exists)
+    return params_file.read_saved_params(output_dir)
 
 
 def serving_model_name(params):
