@@ -9,10 +9,10 @@ trainer/estimator/predict.py; Keras' model.predict, trainer/keras/predict.py) or
 corrupt image gets an error record; records go to OUT/predictions unless
 --predict_output_dir says otherwise (common/prediction_records.py), staged and moved into
 place only when complete. The run holds that directory's predictions.lock from before
-any image is read or the model loads (prediction_records.hold_prefix; the lock a Beam job
-with --output DIR/predictions takes too): a second run into it is refused at once in one
-line, exit 2. An input that gives no usable image is one line (exit 2 from
-trainer.task) and nothing is written.
+any image is read or the model loads (trainer/settings/early_check.py held_output; the lock a
+Beam job with --output DIR/predictions takes too): a second run into it is refused at once in
+one line, exit 2 (before TensorFlow loads where the early check sees it). An input that
+gives no usable image is one line (exit 2 from trainer.task) and nothing is written.
 
     .venv/bin/python -m trainer.task --mode predict --output_dir work/demo/run \\
         --predict_input work/demo/images/eval.csv [--predict_format csv] [--engine keras]
@@ -22,12 +22,10 @@ trainer.task) and nothing is written.
 import collections
 import json
 import logging
-import posixpath
 
 from common import export_predictor, export_versions, prediction_inputs, prediction_records
 from common.chunks import split_into_chunks
-
-PREDICTIONS_SUBDIR = "predictions"
+from trainer.settings import early_check, table
 
 
 def load_predictor(params, checkpoint_path):
@@ -67,13 +65,10 @@ def make_records(images, probabilities, labels, top_k):
     return records
 
 
-def output_dir_of(params):
-    return params["predict_output_dir"] or posixpath.join(params["output_dir"], PREDICTIONS_SUBDIR)
-
-
 def run_predict(predict_fn, params, checkpoint_path):
-    """Classifies params["predict_input"] under the output's lock (held_output); writes the
-    records; returns the summary dict.
+    """Classifies params["predict_input"] under the output's lock (early_check.held_output, which
+    refused a held one before TensorFlow loaded, if it could); writes the records; returns the
+    summary dict.
 
     predict_fn(jpeg_chunks, checkpoint_path) -> per chunk, in order, float32
     [len(jpegs), num_classes] (None for an empty chunk), each row once: one model load (one
@@ -81,16 +76,8 @@ def run_predict(predict_fn, params, checkpoint_path):
     as it goes. Images are read and checked predict_chunk_images at a time: host memory
     holds about one chunk, however long the input. Only the small records accumulate.
     """
-    with held_output(params):
+    with early_check.held_output(params):
         return predict_and_write(predict_fn, params, checkpoint_path)
-
-
-def held_output(params):
-    """OUT/predictions.lock of the output directory, before any image is read or model loaded:
-    a second predict run there (or a Beam job with --output OUT/predictions) is refused at once."""
-    output_dir = output_dir_of(params)  # its default, OUT/predictions, is named as if typed
-    return prediction_records.hold_prefix(prediction_records.prediction_prefix(output_dir),
-                                          "--predict_output_dir", output_dir)
 
 
 def predict_and_write(predict_fn, params, checkpoint_path):
@@ -121,7 +108,7 @@ def write_summary(records, params, class_names):
     counts = prediction_records.summarize(records)
     prediction_inputs.check_some_usable(f"--predict_input {params['predict_input']}",
                                         counts["images"], counts["errors"])
-    output_dir = output_dir_of(params)
+    output_dir = table.predict_output_dir(params)
     summary = prediction_records.write_records(
         records, output_dir, params["predict_format"], params["predict_records_per_shard"],
         class_names=class_names)

@@ -17,6 +17,7 @@ plain table reads top to bottom like nanoGPT's defaults, carries tensorflow/mode
 """
 import dataclasses
 import math
+import posixpath
 import re
 
 from common import signature
@@ -199,6 +200,14 @@ MODES = tuple(MODE_TABLE)
 def mode_reads(params):
     """The ModeReads of params["mode"]."""
     return MODE_TABLE.get(params["mode"], ModeReads())  # an unknown one: refused by its OneOf
+
+
+PREDICTIONS_SUBDIR = "predictions"  # predict_output_dir unset: OUT/predictions
+
+
+def predict_output_dir(params):
+    """Where --mode predict writes: predict_output_dir, or OUT/predictions when unset."""
+    return params["predict_output_dir"] or posixpath.join(params["output_dir"], PREDICTIONS_SUBDIR)
 POSITIVE = Interval(">= 1")
 NON_NEGATIVE = Interval(">= 0")
 FRACTION = Interval("[0, 1)")
