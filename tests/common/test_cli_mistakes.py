@@ -52,7 +52,10 @@ ENGINE = [] if HAS_ESTIMATOR else ["--engine", "keras"]
      "error: --server 'localhost:8501' must look like http://HOST:PORT, e.g. http://localhost:8501"),
 ])
 def test_a_mistake_is_one_line_and_exit_code_2(csv_and_shards, module, argv, expected):
-    result = user_commands.run(module, *[arg.format(d=csv_and_shards) for arg in argv], timeout=300)
+    # trainer.task refuses each of these before TensorFlow loads: here it could not load it.
+    env = user_commands.user_env(without_tensorflow=module == "trainer.task")
+    result = user_commands.run(module, *[arg.format(d=csv_and_shards) for arg in argv], env=env,
+                               timeout=300)
     assert result.returncode == 2, result.stderr[-2000:]
     assert "Traceback" not in result.stderr and "usage:" not in result.stderr
     lines = result.stderr.strip().splitlines()
@@ -63,7 +66,7 @@ def test_a_mistake_is_one_line_and_exit_code_2(csv_and_shards, module, argv, exp
 
 def test_a_model_dir_that_is_not_an_export_is_refused_by_batch_predict(csv_and_shards):
     """serving.batch_predict's refusal, in this process: trainer.task's above is the real
-    command's one line once TensorFlow has loaded (and so are batch_predict's own in
+    command's one line before TensorFlow loads (and batch_predict's own are in
     tests/serving/test_batch_predict_inputs.py and test_batch_predict_lock.py)."""
     from common.user_errors import UserError
     from serving import batch_predict

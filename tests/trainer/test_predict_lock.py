@@ -1,4 +1,4 @@
-"""trainer.task --mode predict under its output's lock (trainer/run/predictions.py held_output):
+"""trainer.task --mode predict under its output's lock (trainer/settings/early_check.py held_output):
 the real command refused in one line while another run holds OUT/predictions.lock, and the
 whole route into a gs:// --predict_output_dir on the suite's GCS emulator (files through Beam's
 FileSystems, prediction_records.FileOps, which reach it; tf.io.gfile cannot).
@@ -23,11 +23,13 @@ HOLDER = f"pid {os.getpid()} on {socket.gethostname()} since "
 @pytest.mark.process
 @pytest.mark.trains
 def test_a_held_output_refuses_the_command_at_once_writing_nothing(trained_run, input_csv, tmp_path):
-    """Held by a Beam job with --output OUT/predictions: the same files, the same lock."""
+    """Held by a Beam job with --output OUT/predictions: the same files, the same lock. Refused
+    before TensorFlow loads (trainer/settings/early_check.py): here it could not load it."""
     out = tmp_path / "preds"
     out.mkdir()
     with prediction_records.hold_prefix(f"{out}/predictions", "--output", f"{out}/predictions"):
-        result = user_commands.run_trainer(*trainer_argv(trained_run[0], input_csv, out))
+        result = user_commands.run_trainer(*trainer_argv(trained_run[0], input_csv, out),
+                                           env=user_commands.user_env(without_tensorflow=True))
         assert os.listdir(out) == ["predictions.lock"]  # the holder's
     assert (result.returncode, result.stdout) == (2, "")
     lines = result.stderr.strip().splitlines()
