@@ -57,7 +57,9 @@ NOT_JOB_SOURCES = ("common/image_uris.py", "common/beam_pipeline.py", "trainer/r
                    "common/prediction_records.py", "common/output_lock.py", "trainer/export_tflite.py",
                    "trainer/settings/early_check.py")
 # Functions only a command line's main() calls, on files named on that command line.
-CLI_FUNCTIONS = {"main", "read_files"}  # common/warmup.py's read_files: python -m common.warmup
+# common/warmup.py's read_files: python -m common.warmup; trainer/data/augment.py's read_args:
+# its command's IMAGE, judged before TensorFlow loads where it is local (gs:// left to TensorFlow).
+CLI_FUNCTIONS = {"main", "read_files", "read_args"}
 JOB_SOURCES = [path for path in sorted(ROOT.glob("trainer/**/*.py")) + sorted(ROOT.glob("common/*.py"))
                if path.relative_to(ROOT).as_posix() not in NOT_JOB_SOURCES]
 LOCAL_ONLY_CALLS = {
