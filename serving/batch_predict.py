@@ -10,8 +10,8 @@ predict) and OUTPUT.summary.json.
 
 One run at a time per --output: the job holds OUTPUT.lock beside its outputs
 (common/prediction_records.py hold_prefix; locally an flock the kernel drops even on
-kill -9, on gs:// a lease a killed run leaves to expire) from before Beam and TensorFlow
-load to the end, and a second run into the same prefix is refused at once in one line (exit 2). The
+kill -9, on gs:// a lease a killed run leaves to expire) from before the model loads to
+the end, and a second run into the same prefix is refused at once in one line (exit 2). The
 trainer's --mode predict into OUT takes OUT/predictions.lock: the same lock as
 --output OUT/predictions, whose shards it would write too.
 
@@ -34,11 +34,8 @@ nothing written.
 Runs offline on every local core by default, configured exactly as the
 preprocessing pipeline (common/beam_pipeline.py); every option not
 defined here is a Beam pipeline option (--runner, --max_num_workers, ...).
-Only the flags, a folder given as --output and --output's lock come before Beam and TensorFlow
-load, so --help, typos and a busy --output answer at once.
+Only the flags are parsed before Beam and TensorFlow load, so --help and typos answer at once.
 """
-import contextlib
-import functools
 import json
 import logging
 import posixpath
@@ -83,23 +80,16 @@ def make_parser():
 
 
 def parse_args(argv):
-    """(args, the other arguments: Beam's pipeline options, checked by run_job); UserError
-    naming a bad value. No Beam and no TensorFlow: --help and typos answer at once."""
-    args, pipeline_args = make_parser().parse_known_args(argv)
+    """(args, Beam pipeline args); UserError naming a bad value. Imports Beam (flag check)."""
+    parser = make_parser()
+    args, pipeline_args = parser.parse_known_args(argv)
     if args.top_k < 1:
         raise UserError(f"--top_k={args.top_k} must be >= 1")
     if not 1 <= args.min_batch_size <= args.max_batch_size:
         raise UserError(f"--min_batch_size={args.min_batch_size} must be in "
                         f"[1, --max_batch_size={args.max_batch_size}]")
-    return args, pipeline_args
-
-
-def parse_and_hold(argv, held):
-    """parse_args, then --output checked and its lock entered into the ExitStack held (OutputBusy
-    at once if another run into that prefix holds it): locally before Beam and TensorFlow load."""
-    args, pipeline_args = parse_args(argv)
-    check_output(args.output, prediction_records.FileOps)
-    held.enter_context(prediction_records.hold_prefix(args.output, "--output", args.output))
+    from common import beam_pipeline
+    beam_pipeline.check_pipeline_args(parser, pipeline_args)  # Beam loads here, after our flags
     return args, pipeline_args
 
 
@@ -140,18 +130,18 @@ def input_name(args):
 def run(argv=None):
     """Runs the job to completion; returns the summary dict it prints. UserError for a
     mistake the user can fix (nothing is written then)."""
-    with contextlib.ExitStack() as held:
-        return run_job(*parse_and_hold(argv, held))
+    return run_job(*parse_args(argv))
 
 
 def run_job(args, pipeline_args):
-    """Under --output's lock (parse_and_hold): Beam's options and the inputs checked, then the
-    job. No model loads and no image is read before the lock is held."""
-    from common import beam_pipeline
-    beam_pipeline.check_pipeline_args(make_parser(), pipeline_args)  # Beam loads here
+    """The checks, then the job under --output's lock (OutputBusy at once if another run
+    into that prefix holds it): no model loads and no image is read before it is held."""
+    from common import prediction_records
     files = prediction_records.FileOps
+    check_output(args.output, files)
     check_inputs(args, files)
-    return run_locked_job(args, pipeline_args, files)
+    with prediction_records.hold_prefix(args.output, "--output", args.output):
+        return run_locked_job(args, pipeline_args, files)
 
 
 def run_locked_job(args, pipeline_args, files):
@@ -190,9 +180,7 @@ def stopped_state(args):
 
 def main(argv=None):
     """The command: run(), with a mistake the user can fix as one "error:" line and exit code 2."""
-    with contextlib.ExitStack() as held:  # --output's lock, released as the command ends
-        beam_command.run_beam_command(functools.partial(parse_and_hold, held=held), run_job,
-                                      stopped_state, argv)
+    beam_command.run_beam_command(parse_args, run_job, stopped_state, argv)
     return 0
 
 

@@ -32,18 +32,6 @@ def busy_line(output, holder=HOLDER):
     return f"error: --output {output} is in use by another batch prediction ({holder}"
 
 
-def without_beam_or_tensorflow(tmp_path):
-    """A user's environment where neither `apache_beam` nor `tensorflow` can be imported: a
-    command that answers in it answered before either loads."""
-    no_beam = tmp_path / "no_beam" / "apache_beam"
-    no_beam.mkdir(parents=True)
-    (no_beam / "__init__.py").write_text(
-        'raise ImportError("Beam was imported: this answer was meant to come before Beam loads")\n')
-    env = user_commands.user_env(without_tensorflow=True)
-    env["PYTHONPATH"] = os.pathsep.join([str(no_beam.parent), env["PYTHONPATH"]])
-    return env
-
-
 def held_by(holder, out):
     """out/predictions held as a Beam job with --output out/predictions holds it, or as a
     trainer --mode predict with --predict_output_dir out does."""
@@ -56,14 +44,12 @@ def held_by(holder, out):
 @pytest.mark.process
 @pytest.mark.trains
 def test_a_held_prefix_refuses_the_command_at_once_writing_nothing(trained_run, input_csv, tmp_path):
-    """Held by a trainer --mode predict into out: the command's one line, exit code 2, before
-    Beam and TensorFlow load."""
+    """Held by a trainer --mode predict into out: the command's one line, exit code 2."""
     out = tmp_path / "out"
     out.mkdir()
     with held_by("trainer", out):
         result = user_commands.run("serving.batch_predict", *beam_argv(
-            trained_run[1], "--input_csv", input_csv, f"{out}/predictions"),
-            env=without_beam_or_tensorflow(tmp_path))
+            trained_run[1], "--input_csv", input_csv, f"{out}/predictions"))
         assert os.listdir(out) == ["predictions.lock"]  # the holder's, nothing of the refused run
     assert (result.returncode, result.stdout) == (2, "")
     lines = result.stderr.strip().splitlines()
