@@ -208,6 +208,8 @@ PREDICTIONS_SUBDIR = "predictions"  # predict_output_dir unset: OUT/predictions
 def predict_output_dir(params):
     """Where --mode predict writes: predict_output_dir, or OUT/predictions when unset."""
     return params["predict_output_dir"] or posixpath.join(params["output_dir"], PREDICTIONS_SUBDIR)
+
+
 POSITIVE = Interval(">= 1")
 NON_NEGATIVE = Interval(">= 0")
 FRACTION = Interval("[0, 1)")
