@@ -336,13 +336,28 @@ def main(argv=None):
                         "(OUT/predictions) or a serving.batch_predict --output prefix")
     output = parser.parse_args(argv).output
     console.quiet_unless_verbose([])
-    found = [path for path in summary_paths(output) if FileOps.exists(path)]
-    if not found:
-        console.exit_with_error(f"{output} has no finished prediction run: neither "
-                                f"{' nor '.join(summary_paths(output))} exists")
-    from apache_beam.io.filesystems import FileSystems
-    with FileSystems.open(found[0]) as f:
-        print(f.read().decode("utf-8").strip())
+    for path in summary_paths(output):
+        text = read_summary(path)
+        if text is not None:
+            print(text.strip())
+            return
+    console.exit_with_error(f"{output} has no finished prediction run: neither "
+                            f"{' nor '.join(summary_paths(output))} exists")
+
+
+def read_summary(path):
+    """The text of the summary file at path, None without one. A local path is read without
+    Beam, so that the command answers at once; a URL (gs://) through Beam's FileSystems."""
+    if "://" in path:
+        if not FileOps.exists(path):
+            return None
+        with filesystems().open(path) as f:
+            return f.read().decode("utf-8")
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8")
+    except (FileNotFoundError, NotADirectoryError):  # absent, or below a file: no run there
+        return None
 
 
 if __name__ == "__main__":

@@ -18,6 +18,10 @@ TEST_ONLY_ENV = ("TF_CPP_MIN_LOG_LEVEL", "PYTHONWARNINGS")
 # A directory holding a `tensorflow` that cannot be imported: a command run with it proves that
 # what it answered (a refusal, --help) came before TensorFlow loads.
 NO_TENSORFLOW_DIR = pathlib.Path(__file__).resolve().parent / "no_tensorflow"
+# Inside it, in a folder of its own, an `apache_beam` that cannot be imported, for the commands
+# that answer before Beam loads too (user_env_without_beam); apart, so that the other commands
+# run without TensorFlow may still load Beam.
+NO_BEAM_DIR = NO_TENSORFLOW_DIR / "no_beam"
 
 
 def user_env(drop=(), without_tensorflow=False, **extra):
@@ -26,6 +30,13 @@ def user_env(drop=(), without_tensorflow=False, **extra):
     if without_tensorflow:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(NO_TENSORFLOW_DIR), env.get("PYTHONPATH")]))
     env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def user_env_without_beam(**extra):
+    """user_env(without_tensorflow=True, **extra) where `apache_beam` cannot be imported either."""
+    env = user_env(without_tensorflow=True, **extra)
+    env["PYTHONPATH"] = os.pathsep.join([str(NO_BEAM_DIR), env["PYTHONPATH"]])
     return env
 
 

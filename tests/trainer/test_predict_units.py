@@ -6,8 +6,6 @@ import csv
 import io
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,8 +15,7 @@ from common import prediction_inputs, prediction_records
 from trainer.settings import checks, table
 from trainer.run import params_file
 from trainer.estimator import predict, predict_feed
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests import user_commands
 
 
 @pytest.mark.parametrize("num_images,batch_size,expected", [
@@ -158,8 +155,10 @@ def test_write_records_into_a_new_directory_removes_nothing(tmp_path, caplog):
 
 
 def run_summary_command(output):
-    return subprocess.run([sys.executable, "-m", "common.prediction_records", str(output)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    """The command as a user runs it, where neither Beam nor TensorFlow can be imported: a local
+    OUTPUT is answered before either loads."""
+    return user_commands.run("common.prediction_records", output, timeout=120,
+                             env=user_commands.user_env_without_beam())
 
 
 @pytest.mark.process
