@@ -20,10 +20,7 @@ import datetime
 import os
 import uuid
 
-from apache_beam.io.filesystems import FileSystems
-
 from common import dataset_files, output_lock
-from preprocess import shards
 
 LOCK_FILE = "preprocess.lock"
 STAGING_PREFIX = "_staging-"
@@ -36,6 +33,19 @@ OutputDirBusy = output_lock.OutputBusy  # another preprocessing run holds the ou
 LOCK = output_lock.OutputLock(LOCK_FILE, "preprocessing run", "--output_dir")
 
 
+def filesystems():
+    """Beam's FileSystems, which read local paths and gs:// alike, imported on first use: the
+    lock query (main) needs no Beam, and Beam takes seconds to import."""
+    from apache_beam.io.filesystems import FileSystems
+    return FileSystems
+
+
+def delete_matching(patterns):
+    """preprocess/shards.py's delete_matching, imported on first use (it imports Beam)."""
+    from preprocess import shards
+    return shards.delete_matching(patterns)
+
+
 def hold(output_dir):
     """A context manager holding output_dir's lock; OutputDirBusy naming the holder if taken
     (common/output_lock.py)."""
@@ -45,12 +55,12 @@ def hold(output_dir):
 def new_staging_dir(output_dir):
     """OUT/_staging-<time>-<random>: this run's own folder for everything it writes."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return FileSystems.join(output_dir, f"{STAGING_PREFIX}{stamp}-{uuid.uuid4().hex[:6]}")
+    return filesystems().join(output_dir, f"{STAGING_PREFIX}{stamp}-{uuid.uuid4().hex[:6]}")
 
 
 def remove_leftovers(output_dir):
     """Deletes earlier runs' staging and temporary files; call it only while holding the lock."""
-    deleted = shards.delete_matching([FileSystems.join(output_dir, glob) for glob in LEFTOVER_GLOBS])
+    deleted = delete_matching([filesystems().join(output_dir, glob) for glob in LEFTOVER_GLOBS])
     remove_empty_local_dirs(output_dir, (STAGING_PREFIX, "_temp-"))
     return deleted
 
@@ -68,21 +78,23 @@ def remove_empty_local_dirs(output_dir, prefixes):
 def publish(staging, output_dir):
     """Replaces OUT's dataset (if any) with the staged one, metadata.json last; returns
     whether an earlier dataset was replaced."""
-    metadata = FileSystems.join(output_dir, dataset_files.METADATA_FILE)
-    replaced = FileSystems.exists(metadata)
+    files = filesystems()
+    metadata = files.join(output_dir, dataset_files.METADATA_FILE)
+    replaced = files.exists(metadata)
     if replaced:
-        FileSystems.delete([metadata])  # from here on OUT is not a finished dataset
-    shards.delete_matching([FileSystems.join(output_dir, glob) for glob in DATASET_GLOBS])
+        files.delete([metadata])  # from here on OUT is not a finished dataset
+    delete_matching([files.join(output_dir, glob) for glob in DATASET_GLOBS])
     staged = [path for path in staged_files(staging)
               if posix_name(path) != dataset_files.METADATA_FILE]
     move_into(staged, output_dir)
-    move_into([FileSystems.join(staging, dataset_files.METADATA_FILE)], output_dir)
+    move_into([files.join(staging, dataset_files.METADATA_FILE)], output_dir)
     remove_leftovers(output_dir)
     return replaced
 
 
 def staged_files(staging):
-    return [metadata.path for result in FileSystems.match([FileSystems.join(staging, "*")])
+    files = filesystems()
+    return [metadata.path for result in files.match([files.join(staging, "*")])
             for metadata in result.metadata_list]
 
 
@@ -92,14 +104,16 @@ def posix_name(path):
 
 def move_into(paths, output_dir):
     if paths:
-        FileSystems.rename(paths, [FileSystems.join(output_dir, posix_name(p)) for p in paths])
+        files = filesystems()
+        files.rename(paths, [files.join(output_dir, posix_name(p)) for p in paths])
 
 
 def discard_keeping_dead_letters(staging):
     """A failed run: its staged dataset files go, its dead letters stay for the user to read."""
-    shards.delete_matching([FileSystems.join(staging, glob) for glob in DATASET_GLOBS[:2]]
-                           + [FileSystems.join(staging, dataset_files.METADATA_FILE),
-                              FileSystems.join(staging, "_temp-*", "*")])
+    files = filesystems()
+    delete_matching([files.join(staging, glob) for glob in DATASET_GLOBS[:2]]
+                    + [files.join(staging, dataset_files.METADATA_FILE),
+                       files.join(staging, "_temp-*", "*")])
 
 
 def main(argv=None):

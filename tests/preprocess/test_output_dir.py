@@ -199,10 +199,13 @@ def test_no_usable_row_names_the_inputs_and_the_fix():
 
 @pytest.mark.process
 def test_the_lock_query_command_reads_flags_and_makes_no_directory(tmp_path):
-    """python -m preprocess.output_dir: --help and a path that is not there create nothing."""
+    """python -m preprocess.output_dir: --help and a path that is not there create nothing. Each
+    answers before Beam and TensorFlow load: here neither could load."""
+    env = user_commands.user_env_without_beam()
+    env["PYTHONPATH"] += os.pathsep + str(user_commands.REPO_ROOT)  # run from tmp_path
+
     def query(*argv):  # run in tmp_path: a folder it made would show there
-        return user_commands.run("preprocess.output_dir", *argv, cwd=tmp_path, timeout=120,
-                                 env=user_commands.user_env(PYTHONPATH=user_commands.REPO_ROOT))
+        return user_commands.run("preprocess.output_dir", *argv, cwd=tmp_path, timeout=120, env=env)
     assert query("--help").returncode == 0
     missing = query(str(tmp_path / "nowhere"))
     assert missing.returncode == 2
