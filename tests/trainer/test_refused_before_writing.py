@@ -15,7 +15,7 @@ from tests.conftest import free_port, write_dataset
 from tests.engines import KERAS, needs_estimator
 from tests.trainer.conftest import TINY_FLAGS, as_argv
 from trainer.cloud import tpu
-from trainer.settings import table
+from trainer.settings import early_check, table
 
 ENGINES = [pytest.param("estimator", marks=needs_estimator), KERAS]
 NO_TPU = ("error: use_tpu: no TPU named and this machine is not a TPU VM (no /dev/accel* or "
@@ -29,15 +29,17 @@ NO_LOCAL_TPU = ("error: use_tpu: --tpu local needs this machine's TPU chips (a C
 pytestmark = pytest.mark.skipif(bool(tpu.local_tpu_devices()), reason="this machine is a TPU VM")
 
 
-def run_trainer(*argv):
-    """The real command, without the environment that names a TPU (as off a TPU VM)."""
-    return user_commands.run_trainer(*argv, env=user_commands.user_env(drop=tpu.NAME_ENVIRONMENT))
+def run_trainer(*argv, without_tensorflow=False):
+    """The real command, without the environment that names a TPU (as off a TPU VM);
+    without_tensorflow: with a tensorflow that cannot load (a refusal before it loads)."""
+    return user_commands.run_trainer(*argv, env=user_commands.user_env(
+        drop=early_check.NAME_ENVIRONMENT, without_tensorflow=without_tensorflow))
 
 
 @pytest.fixture
 def off_a_tpu_vm(monkeypatch):
     """This process without the environment that names a TPU."""
-    for key in tpu.NAME_ENVIRONMENT:
+    for key in early_check.NAME_ENVIRONMENT:
         monkeypatch.delenv(key, raising=False)
 
 
@@ -71,9 +73,11 @@ def one_line(result):
 
 @pytest.mark.process
 def test_use_tpu_off_a_tpu_vm_is_one_line_and_exit_code_2_from_the_command(data, tmp_path):
-    """The TPU refusals below, as the user's terminal shows them (the Keras engine: both venvs)."""
+    """The TPU refusals below, as the user's terminal shows them (the Keras engine: both venvs):
+    before TensorFlow loads (trainer/settings/early_check.py's tpu_name), here it could not."""
     out = tmp_path / "out"
-    assert one_line(run_trainer(*argv_for(data, out, engine="keras"), "--use_tpu")) == NO_TPU
+    argv = argv_for(data, out, engine="keras")
+    assert one_line(run_trainer(*argv, "--use_tpu", without_tensorflow=True)) == NO_TPU
     assert not out.exists()
 
 

@@ -6,6 +6,9 @@ no API call). Unset, the resolver's environment (TPU_NAME, as Cloud TPU jobs and
 set it) names it, and on a TPU VM without one it is 'local'. --tpu_zone and
 --gcp_project are read from the GCE metadata server when unset.
 
+Which TPU is named (tpu_name: --tpu, the environment, or this TPU VM's device files) is
+decided in trainer/settings/early_check.py without TensorFlow, so that trainer.task refuses
+--use_tpu with none to name before TensorFlow loads; the run asks the same function here.
 check_tpu checks each of these before resolve_tpu builds the resolver, quickly and
 without network where none is needed: 'local' needs this host's TPU chips (/dev/accel* on
 v2-v4 TPU VMs, /dev/vfio/<n> on v5 and later), a grpc:// address must accept a
@@ -19,7 +22,6 @@ the Keras engine connects to it and builds a TPUStrategy (trainer/keras/strategy
     .venv/bin/python -m trainer.task --use_tpu --tpu local ...      # on a TPU VM
     .venv/bin/python -c "from trainer.cloud import tpu; print(tpu.local_tpu_devices())"
 """
-import logging
 import os
 import socket
 import urllib.error
@@ -27,43 +29,11 @@ import urllib.request
 
 import tensorflow as tf
 
-from trainer.settings import checks
+# Which TPU is named: decided without TensorFlow, where trainer.task's early check asks it too.
+from trainer.settings.early_check import (LOCAL_DEVICE_PATTERNS, LOCAL_TPU as LOCAL, NO_TPU_FIX,
+                                          TpuNotFound, local_tpu_devices, tpu_name)
 
-LOCAL = "local"
-# A TPU VM's chips as the kernel shows them: accel devices (v2-v4), VFIO groups (v5e, v5p, v6e).
-LOCAL_DEVICE_PATTERNS = ("/dev/accel*", "/dev/vfio/[0-9]*")
-# Set by Cloud TPU jobs and GKE; TensorFlow's resolver reads them when --tpu is unset.
-NAME_ENVIRONMENT = ("TPU_NAME", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS", "TPU_CONFIG")
 PROBE_TIMEOUT_SECS = 5  # a TPU's gRPC port or the metadata server answers within this, or not at all
-NO_TPU_FIX = "or train on this machine's CPU/GPU with --no-use_tpu"
-_LOGGER = logging.getLogger(__name__)
-
-
-class TpuNotFound(checks.ConfigError):
-    """--use_tpu, and the TPU it names cannot be reached from here."""
-
-
-def local_tpu_devices():
-    """This host's TPU chip devices ([] off a TPU VM)."""
-    return sorted(path for pattern in LOCAL_DEVICE_PATTERNS for path in tf.io.gfile.glob(pattern))
-
-
-def tpu_name(params):
-    """The TPU the resolver is given: --tpu; unset, None when the environment names one (the
-    resolver reads it), 'local' on a TPU VM; TpuNotFound when nothing names a TPU."""
-    if params["tpu"]:
-        return params["tpu"]
-    if os.environ.get("TPU_NAME") == LOCAL:
-        return LOCAL
-    if any(os.environ.get(key) for key in NAME_ENVIRONMENT):
-        return None
-    if local_tpu_devices():
-        _LOGGER.info("use_tpu without --tpu on a TPU VM: using its own chips (--tpu local)")
-        return LOCAL
-    raise TpuNotFound(f"use_tpu: no TPU named and this machine is not a TPU VM (no "
-                      f"{' or '.join(LOCAL_DEVICE_PATTERNS)}, no $TPU_NAME): pass --tpu NAME (a Cloud "
-                      f"TPU, with --tpu_zone and --gcp_project off Google Cloud), --tpu grpc://IP:8470, "
-                      f"or run on the TPU VM; {NO_TPU_FIX}")
 
 
 def check_reachable(name, params):

@@ -6,14 +6,30 @@ all without TensorFlow: a local --output_dir (and its params.json of an earlier 
 one refused as the chain refuses it) and a local (or no) --config file. Otherwise (gs://) it
 leaves the judgement to the chain. A predict run is refused here too when its local output is
 held by another run or its local --predict_export_dir is not an export: the same functions
-decide again in the run (trainer/run/predictions.py), for gs:// too.
+decide again in the run (trainer/run/predictions.py), for gs:// too. So is --use_tpu where no
+TPU is named and this machine is not a TPU VM: that is decided here, by the environment and the
+device files alone (tpu_name), for this check and for the run's (trainer/cloud/tpu.py).
 
     .venv/bin/python -m trainer.task --learning_rate nan --output_dir /tmp/o   # one line, exit 2
 """
+import glob
+import logging
 import os
 
 from common import export_versions, prediction_records
 from trainer.settings import checks, config_file, saved_run, table
+
+LOCAL_TPU = "local"  # --tpu local: this TPU VM's own chips
+# A TPU VM's chips as the kernel shows them: accel devices (v2-v4), VFIO groups (v5e, v5p, v6e).
+LOCAL_DEVICE_PATTERNS = ("/dev/accel*", "/dev/vfio/[0-9]*")
+# Set by Cloud TPU jobs and GKE; TensorFlow's resolver reads them when --tpu is unset.
+NAME_ENVIRONMENT = ("TPU_NAME", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS", "TPU_CONFIG")
+NO_TPU_FIX = "or train on this machine's CPU/GPU with --no-use_tpu"
+_LOGGER = logging.getLogger(__name__)
+
+
+class TpuNotFound(checks.ConfigError):
+    """--use_tpu, and the TPU it names cannot be reached from here."""
 
 
 def is_remote(path):
@@ -23,7 +39,7 @@ def is_remote(path):
 def check_before_tensorflow(flag_values, config_path, output_dir):
     """Raises the chain's ConfigError for a bad typed or --config value, or a damaged or bad
     params.json of an earlier run, where the chain would see exactly these values (all of them
-    local); else returns None. output_dir: the run's, as the chain resolves it (a tuning trial's
+    local), and the run's TpuNotFound for --use_tpu with no TPU to name; else returns None. output_dir: the run's, as the chain resolves it (a tuning trial's
     subdirectory)."""
     if not output_dir or is_remote(output_dir) or is_remote(config_path):
         return  # no output_dir typed: the chain may take it from elsewhere (an earlier check's test)
@@ -36,6 +52,8 @@ def check_before_tensorflow(flag_values, config_path, output_dir):
     params, sources = checks.merge_layers(saved, saved_run.source(output_dir), config_values,
                                           f"--config {config_path}", flag_values)
     checks.check_params(params, sources)
+    if params["use_tpu"]:
+        tpu_name(params)  # every mode's engine asks it (the driver first): no TPU named, none here
     if table.mode_reads(params).predicts:
         check_predict_places(params)
 
@@ -85,3 +103,27 @@ def held_output(params):
     output_dir = table.predict_output_dir(params)  # its default, OUT/predictions, named as if typed
     return prediction_records.hold_prefix(prediction_records.prediction_prefix(output_dir),
                                           "--predict_output_dir", output_dir)
+
+
+def local_tpu_devices():
+    """This host's TPU chip devices ([] off a TPU VM): device files, which are always local."""
+    return sorted(path for pattern in LOCAL_DEVICE_PATTERNS for path in glob.glob(pattern))
+
+
+def tpu_name(params):
+    """The TPU the resolver is given (trainer/cloud/tpu.py): --tpu; unset, None when the
+    environment names one (the resolver reads it), 'local' on a TPU VM; TpuNotFound when
+    nothing names a TPU. No TensorFlow: the early check asks it too."""
+    if params["tpu"]:
+        return params["tpu"]
+    if os.environ.get("TPU_NAME") == LOCAL_TPU:
+        return LOCAL_TPU
+    if any(os.environ.get(key) for key in NAME_ENVIRONMENT):
+        return None
+    if local_tpu_devices():
+        _LOGGER.info("use_tpu without --tpu on a TPU VM: using its own chips (--tpu local)")
+        return LOCAL_TPU
+    raise TpuNotFound(f"use_tpu: no TPU named and this machine is not a TPU VM (no "
+                      f"{' or '.join(LOCAL_DEVICE_PATTERNS)}, no $TPU_NAME): pass --tpu NAME (a Cloud "
+                      f"TPU, with --tpu_zone and --gcp_project off Google Cloud), --tpu grpc://IP:8470, "
+                      f"or run on the TPU VM; {NO_TPU_FIX}")
