@@ -186,6 +186,21 @@ def hold_prefix(prefix, flag, place):
     return lock.hold(directory, place)
 
 
+def check_prefix_free(prefix, flag, place):
+    """OutputBusy, as hold_prefix would raise it, while another run holds a local prefix's lock:
+    a command's check before Beam and TensorFlow load, so that it answers at once. The lock is
+    taken and let go at once, and only where its file is (without one no run holds it, and none
+    is made); the run takes it again. A URL (gs://) is left to the run."""
+    if "://" in prefix:
+        return
+    try:
+        open(prefix + LOCK_SUFFIX, "rb").close()
+    except OSError:  # absent, a folder, below a file, no permission: no lock to probe here
+        return
+    with hold_prefix(prefix, flag, place):
+        pass
+
+
 def check_format(output_format):
     if output_format not in PREDICTION_FORMATS:
         raise ValueError(f"format={output_format!r} is not one of {list(PREDICTION_FORMATS)}")

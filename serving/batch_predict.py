@@ -34,7 +34,8 @@ nothing written.
 Runs offline on every local core by default, configured exactly as the
 preprocessing pipeline (common/beam_pipeline.py); every option not
 defined here is a Beam pipeline option (--runner, --max_num_workers, ...).
-Only the flags are parsed before Beam and TensorFlow load, so --help and typos answer at once.
+Only the flags and a local --output's lock are checked before Beam and TensorFlow load, so
+--help, typos and a local --output held by another run answer at once.
 """
 import json
 import logging
@@ -80,7 +81,8 @@ def make_parser():
 
 
 def parse_args(argv):
-    """(args, Beam pipeline args); UserError naming a bad value. Imports Beam (flag check)."""
+    """(args, Beam pipeline args); UserError naming a bad value, and OutputBusy for a local
+    --output another run holds, before Beam loads. Imports Beam (flag check)."""
     parser = make_parser()
     args, pipeline_args = parser.parse_known_args(argv)
     if args.top_k < 1:
@@ -88,6 +90,9 @@ def parse_args(argv):
     if not 1 <= args.min_batch_size <= args.max_batch_size:
         raise UserError(f"--min_batch_size={args.min_batch_size} must be in "
                         f"[1, --max_batch_size={args.max_batch_size}]")
+    # A gs:// --output is not probed here: its lease is judged under the lock (run_job), after
+    # Beam's options and credentials, so that a machine without credentials is refused at once.
+    prediction_records.check_prefix_free(args.output, "--output", args.output)
     from common import beam_pipeline
     beam_pipeline.check_pipeline_args(parser, pipeline_args)  # Beam loads here, after our flags
     return args, pipeline_args

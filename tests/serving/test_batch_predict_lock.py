@@ -44,12 +44,14 @@ def held_by(holder, out):
 @pytest.mark.process
 @pytest.mark.trains
 def test_a_held_prefix_refuses_the_command_at_once_writing_nothing(trained_run, input_csv, tmp_path):
-    """Held by a trainer --mode predict into out: the command's one line, exit code 2."""
+    """Held by a trainer --mode predict into out: the command's one line, exit code 2, before
+    Beam and TensorFlow load (neither can be imported in its environment)."""
     out = tmp_path / "out"
     out.mkdir()
     with held_by("trainer", out):
         result = user_commands.run("serving.batch_predict", *beam_argv(
-            trained_run[1], "--input_csv", input_csv, f"{out}/predictions"))
+            trained_run[1], "--input_csv", input_csv, f"{out}/predictions"),
+            env=user_commands.user_env_without_beam())
         assert os.listdir(out) == ["predictions.lock"]  # the holder's, nothing of the refused run
     assert (result.returncode, result.stdout) == (2, "")
     lines = result.stderr.strip().splitlines()
