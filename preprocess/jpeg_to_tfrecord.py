@@ -17,8 +17,11 @@ one (preprocess/output_dir.py); a run with no usable row publishes nothing.
 Every option this module does not define is a Beam pipeline option and is
 passed through (--runner, --project, --max_num_workers, --setup_file, ...).
 This module holds the flags and their checks and imports no Beam: --help answers at once, and
-Beam's side (preprocess/pipeline.py) loads only once the flags have parsed.
+Beam's side (preprocess/pipeline.py) loads at the first check that needs it (a Beam pipeline
+option, a glob or gs:// CSV, --input_dir, --labels_file), so the mistakes judged before it (a
+stray path, a number out of range, a local CSV that is a folder or not there) answer at once.
 """
+import os
 import re
 
 from common import console
@@ -27,7 +30,7 @@ console.quiet_unless_verbose()  # before Beam and TensorFlow load: they read the
 
 from common import beam_command, gcs_probe  # noqa: E402
 from common.user_errors import UserError  # noqa: E402
-from preprocess import images  # noqa: E402
+from preprocess import images, shards  # noqa: E402
 
 # Used when the split comes from hashing (one CSV or --input_dir) and no
 # --eval_fraction was given: 10% held out, the usual choice for the flowers data.
@@ -74,13 +77,13 @@ def parse_config(argv):
     """argv -> (validated pipeline.Config, the remaining Beam pipeline args)."""
     parser = make_parser()
     args, pipeline_args = parser.parse_known_args(argv)  # --help exits here, before Beam loads
-    pipeline = import_pipeline()
-    pipeline.check_pipeline_args(parser, pipeline_args)
-    check_numbers(args, pipeline.MAX_SHARDS)
+    check_leftover_arguments(parser, pipeline_args)
+    check_numbers(args, shards.MAX_SHARDS)
     check_gcs_paths(args)
-    csv_inputs = pipeline.expand_csv_inputs(parse_csv_inputs(args.input_csv))
+    csv_inputs = expand_csv_inputs(parse_csv_inputs(args.input_csv))
     is_hash_split = bool(args.input_dir) or (len(csv_inputs) == 1 and csv_inputs[0][0] is None)
     eval_fraction = check_eval_fraction(args.eval_fraction, is_hash_split)
+    pipeline = import_pipeline()
     if args.input_dir:
         pipeline.check_folder_has_files(args.input_dir)
     labels = tuple(pipeline.read_labels_file(args.labels_file)) if args.labels_file else ()
@@ -88,6 +91,19 @@ def parse_config(argv):
         args.output_dir.rstrip("/"), tuple(csv_inputs), args.input_dir.rstrip("/"), eval_fraction,
         labels, args.num_shards, args.resize, args.max_pixels, args.jpeg_quality, args.image_threads)
     return config, pipeline_args
+
+
+def check_leftover_arguments(parser, pipeline_args):
+    """Every argument the command's parser left over must be a Beam pipeline option, which Beam
+    judges (common/beam_pipeline.py check_pipeline_args). A path first among them is refused
+    before Beam loads, in the words Beam's check would use first too (no flag before it can take
+    it as its value): a glob the shell expanded."""
+    leftovers = console.strip_verbosity_flags(pipeline_args)
+    if leftovers and not leftovers[0].startswith("-"):
+        raise ConfigError(f"unexpected argument {leftovers[0]!r}"
+                          f"{console.glob_hint('unrecognized arguments /')}")
+    if leftovers:
+        import_pipeline().check_pipeline_args(parser, pipeline_args)
 
 
 def check_gcs_paths(args):
@@ -136,6 +152,32 @@ def parse_csv_inputs(values):
     return parsed
 
 
+def expand_csv_inputs(csv_inputs):
+    """Expands globs; a path or glob that matches no file, or matches a folder, is an error
+    naming it."""
+    expanded = []
+    for split, pattern in csv_inputs:
+        paths = match_csv_files(pattern)
+        if not paths:
+            raise ConfigError(f"--input_csv {pattern} matches no file")
+        folders = [path for path in paths if "://" not in path and os.path.isdir(path)]
+        if folders:  # Beam's local match lists a folder as a match of its own name
+            raise ConfigError(f"--input_csv {pattern}: {folders[0]} is a folder; pass a CSV "
+                              f"file of uri,label lines, or --input_dir {folders[0]} for a "
+                              f"folder of images in one folder per label")
+        expanded.extend((split, path) for path in paths)
+    return expanded
+
+
+def match_csv_files(pattern):
+    """The sorted paths Beam's FileSystems.match finds for pattern (preprocess/pipeline.py
+    match_files). A local path without wildcards is matched as Beam matches it, without Beam:
+    itself if it exists (a folder too), else nothing."""
+    if "://" in pattern or re.search(r"[[*?]", pattern) or pattern.endswith(("/", "\\")):
+        return import_pipeline().match_files(pattern)
+    return [pattern] if os.path.exists(pattern) else []
+
+
 def check_eval_fraction(eval_fraction, is_hash_split):
     if not is_hash_split:
         if eval_fraction is not None:
@@ -160,7 +202,7 @@ def run_config(config, pipeline_args):
 
 def import_pipeline():
     """preprocess/pipeline.py, the Beam side, imported here alone: Beam takes seconds to import,
-    so the command imports it only once --help and the flags have parsed."""
+    so the command imports it only at the first check that needs it (parse_config)."""
     from preprocess import pipeline
     return pipeline
 

@@ -21,6 +21,7 @@ import os
 import uuid
 
 from common import dataset_files, output_lock
+from preprocess import shards
 
 LOCK_FILE = "preprocess.lock"
 STAGING_PREFIX = "_staging-"
@@ -33,19 +34,6 @@ OutputDirBusy = output_lock.OutputBusy  # another preprocessing run holds the ou
 LOCK = output_lock.OutputLock(LOCK_FILE, "preprocessing run", "--output_dir")
 
 
-def filesystems():
-    """Beam's FileSystems, which read local paths and gs:// alike, imported on first use: the
-    lock query (main) needs no Beam, and Beam takes seconds to import."""
-    from apache_beam.io.filesystems import FileSystems
-    return FileSystems
-
-
-def delete_matching(patterns):
-    """preprocess/shards.py's delete_matching, imported on first use (it imports Beam)."""
-    from preprocess import shards
-    return shards.delete_matching(patterns)
-
-
 def hold(output_dir):
     """A context manager holding output_dir's lock; OutputDirBusy naming the holder if taken
     (common/output_lock.py)."""
@@ -55,12 +43,13 @@ def hold(output_dir):
 def new_staging_dir(output_dir):
     """OUT/_staging-<time>-<random>: this run's own folder for everything it writes."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return filesystems().join(output_dir, f"{STAGING_PREFIX}{stamp}-{uuid.uuid4().hex[:6]}")
+    return shards.filesystems().join(output_dir, f"{STAGING_PREFIX}{stamp}-{uuid.uuid4().hex[:6]}")
 
 
 def remove_leftovers(output_dir):
     """Deletes earlier runs' staging and temporary files; call it only while holding the lock."""
-    deleted = delete_matching([filesystems().join(output_dir, glob) for glob in LEFTOVER_GLOBS])
+    files = shards.filesystems()
+    deleted = shards.delete_matching([files.join(output_dir, glob) for glob in LEFTOVER_GLOBS])
     remove_empty_local_dirs(output_dir, (STAGING_PREFIX, "_temp-"))
     return deleted
 
@@ -78,12 +67,12 @@ def remove_empty_local_dirs(output_dir, prefixes):
 def publish(staging, output_dir):
     """Replaces OUT's dataset (if any) with the staged one, metadata.json last; returns
     whether an earlier dataset was replaced."""
-    files = filesystems()
+    files = shards.filesystems()
     metadata = files.join(output_dir, dataset_files.METADATA_FILE)
     replaced = files.exists(metadata)
     if replaced:
         files.delete([metadata])  # from here on OUT is not a finished dataset
-    delete_matching([files.join(output_dir, glob) for glob in DATASET_GLOBS])
+    shards.delete_matching([files.join(output_dir, glob) for glob in DATASET_GLOBS])
     staged = [path for path in staged_files(staging)
               if posix_name(path) != dataset_files.METADATA_FILE]
     move_into(staged, output_dir)
@@ -93,7 +82,7 @@ def publish(staging, output_dir):
 
 
 def staged_files(staging):
-    files = filesystems()
+    files = shards.filesystems()
     return [metadata.path for result in files.match([files.join(staging, "*")])
             for metadata in result.metadata_list]
 
@@ -104,16 +93,16 @@ def posix_name(path):
 
 def move_into(paths, output_dir):
     if paths:
-        files = filesystems()
+        files = shards.filesystems()
         files.rename(paths, [files.join(output_dir, posix_name(p)) for p in paths])
 
 
 def discard_keeping_dead_letters(staging):
     """A failed run: its staged dataset files go, its dead letters stay for the user to read."""
-    files = filesystems()
-    delete_matching([files.join(staging, glob) for glob in DATASET_GLOBS[:2]]
-                    + [files.join(staging, dataset_files.METADATA_FILE),
-                       files.join(staging, "_temp-*", "*")])
+    files = shards.filesystems()
+    shards.delete_matching([files.join(staging, glob) for glob in DATASET_GLOBS[:2]]
+                           + [files.join(staging, dataset_files.METADATA_FILE),
+                              files.join(staging, "_temp-*", "*")])
 
 
 def main(argv=None):

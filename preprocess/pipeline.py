@@ -1,8 +1,8 @@
 """The Beam side of preprocess.jpeg_to_tfrecord: a Config (what one run is asked to do) -> its
 inputs checked through Beam's FileSystems -> the transforms of preprocess/transforms.py wired and
 run into a staging folder -> the dataset checked, summarized and published whole
-(preprocess/output_dir.py). The command reads its flags first and imports this module only
-once they have parsed, because Beam takes seconds to import.
+(preprocess/output_dir.py). The command judges what needs no Beam first and imports this module
+at the first check that does (preprocess/jpeg_to_tfrecord.py), because Beam takes seconds to import.
 
     .venv/bin/python -c "from common import beam_pipeline as b; from preprocess import pipeline as p; print(p.choose_image_threads(0, b.build_pipeline_options([])), 'image threads')"
 """
@@ -17,10 +17,9 @@ from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 from common import beam_pipeline, dataset_files
 from common.user_errors import UserError
 from preprocess import output_dir, progress, shards, sources, splits, summary, transforms
-# Named here for the command, which checks its flags with them and imports Beam through this
-# module alone (preprocess/jpeg_to_tfrecord.py import_pipeline).
+# Named here for the command, which checks its leftover flags with it and imports Beam through
+# this module alone (preprocess/jpeg_to_tfrecord.py import_pipeline).
 from common.beam_pipeline import check_pipeline_args  # noqa: F401  leftover flags: Beam's?
-from preprocess.shards import MAX_SHARDS  # noqa: F401  --num_shards' cap
 
 _LOGGER = logging.getLogger(progress.LOGGER_NAME)
 
@@ -47,25 +46,14 @@ class Config:
 
 
 class InputError(UserError):
-    """An input a flag names that matches nothing, is a folder, is empty or cannot be read:
+    """An --input_dir that is not there or has no files, or a --labels_file that cannot be read:
     one line naming the flag, the path and the fix."""
 
 
-def expand_csv_inputs(csv_inputs):
-    """Expands globs; a path or glob that matches no file is an error naming it."""
-    expanded = []
-    for split, pattern in csv_inputs:
-        paths = sorted(m.path for result in FileSystems.match([pattern])
-                       for m in result.metadata_list)
-        if not paths:
-            raise InputError(f"--input_csv {pattern} matches no file")
-        folders = [path for path in paths if "://" not in path and os.path.isdir(path)]
-        if folders:  # Beam's local match lists a folder as a match of its own name
-            raise InputError(f"--input_csv {pattern}: {folders[0]} is a folder; pass a CSV "
-                             f"file of uri,label lines, or --input_dir {folders[0]} for a "
-                             f"folder of images in one folder per label")
-        expanded.extend((split, path) for path in paths)
-    return expanded
+def match_files(pattern):
+    """The sorted paths Beam's FileSystems.match finds for a glob or a gs:// path: what the
+    command's --input_csv check (preprocess/jpeg_to_tfrecord.py expand_csv_inputs) judges."""
+    return sorted(m.path for result in FileSystems.match([pattern]) for m in result.metadata_list)
 
 
 def check_folder_has_files(root):

@@ -20,7 +20,6 @@ import sys
 import uuid
 
 import google_crc32c
-from apache_beam.io.filesystems import FileSystems
 
 # ~100 MB per shard: each file is then one long sequential GCS read (GCS streams
 # large objects well, and pays a round trip per small one), while a 1 GB dataset
@@ -39,6 +38,13 @@ MAX_OPEN_PIECES = 64
 COPY_CHUNK_BYTES = 8 * 1024 * 1024
 
 
+def filesystems():
+    """Beam's FileSystems, imported on first use: the command judges its flags, and the lock
+    query answers, before Beam loads (it takes seconds to import)."""
+    from apache_beam.io.filesystems import FileSystems
+    return FileSystems
+
+
 def choose_num_shards(total_bytes, target_bytes=TARGET_SHARD_BYTES):
     """Fewest shards that keep each under ``target_bytes``; at least 1."""
     return max(1, min(MAX_SHARDS, math.ceil(total_bytes / target_bytes)))
@@ -46,7 +52,7 @@ def choose_num_shards(total_bytes, target_bytes=TARGET_SHARD_BYTES):
 
 def shard_path(output_dir, split, index, num_shards):
     """DIR/<split>-00003-of-00010.tfrecord (the names the trainer globs)."""
-    return FileSystems.join(output_dir, f"{split}-{index:05d}-of-{num_shards:05d}.tfrecord")
+    return filesystems().join(output_dir, f"{split}-{index:05d}-of-{num_shards:05d}.tfrecord")
 
 
 def masked_crc32c(data):
@@ -65,7 +71,7 @@ def frame_record(data):
 def write_records(path, records):
     """Writes serialized records to one TFRecord file; returns the number written."""
     count = 0
-    with FileSystems.create(path, mime_type="application/octet-stream",
+    with filesystems().create(path, mime_type="application/octet-stream",
                             compression_type="uncompressed") as f:
         for record in records:
             f.write(frame_record(record))
@@ -75,7 +81,7 @@ def write_records(path, records):
 
 def make_temp_dir(output_dir):
     """DIR/_temp-<random>: one per pipeline, so concurrent jobs never share pieces."""
-    return FileSystems.join(output_dir, f"_temp-{uuid.uuid4().hex[:12]}")
+    return filesystems().join(output_dir, f"_temp-{uuid.uuid4().hex[:12]}")
 
 
 class PieceWriter:
@@ -112,9 +118,9 @@ class PieceWriter:
         if len(self._open) >= self._max_open:
             self._finish_piece(next(iter(self._open)))
         split, bucket = key
-        path = FileSystems.join(self._temp_dir,
+        path = filesystems().join(self._temp_dir,
                                 f"{split}-{bucket}-{self._prefix}-{len(self._done):05d}")
-        f = FileSystems.create(path, mime_type="application/octet-stream",
+        f = filesystems().create(path, mime_type="application/octet-stream",
                                compression_type="uncompressed")
         stats = {"path": path, "split": split, "bucket": bucket, "records": 0, "bytes": 0,
                  "per_label": collections.Counter(), "converted": collections.Counter()}
@@ -195,38 +201,38 @@ def assemble_shard(path, sources):
 
 def move_file(source, path):
     """Renames ``source`` to ``path``. A retried move (source gone, target there) is done."""
-    if not FileSystems.exists(source) and FileSystems.exists(path):
+    if not filesystems().exists(source) and filesystems().exists(path):
         return
-    FileSystems.rename([source], [path])
+    filesystems().rename([source], [path])
 
 
 def join_files(path, sources):
     """Writes the byte-for-byte concatenation of ``sources`` (TFRecord files) to ``path``."""
-    with FileSystems.create(path, mime_type="application/octet-stream",
+    with filesystems().create(path, mime_type="application/octet-stream",
                             compression_type="uncompressed") as out:
         for source in sources:
-            with FileSystems.open(source, compression_type="uncompressed") as f:
+            with filesystems().open(source, compression_type="uncompressed") as f:
                 shutil.copyfileobj(f, out, COPY_CHUNK_BYTES)
 
 
 def write_text(path, text):
-    with FileSystems.create(path, mime_type="text/plain",
+    with filesystems().create(path, mime_type="text/plain",
                             compression_type="uncompressed") as f:
         f.write(text.encode("utf-8"))
 
 
 def read_text(path):
-    with FileSystems.open(path, compression_type="uncompressed") as f:
+    with filesystems().open(path, compression_type="uncompressed") as f:
         return f.read().decode("utf-8")
 
 
 def delete_matching(patterns):
     """Deletes every file matching the glob patterns; returns the deleted paths."""
     paths = [metadata.path
-             for result in FileSystems.match(patterns)
+             for result in filesystems().match(patterns)
              for metadata in result.metadata_list]
     if paths:
-        FileSystems.delete(paths)
+        filesystems().delete(paths)
     return paths
 
 

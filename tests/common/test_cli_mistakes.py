@@ -23,37 +23,43 @@ def csv_and_shards(tmp_path, make_jpeg):
 ENGINE = [] if HAS_ESTIMATOR else ["--engine", "keras"]
 
 
+# What a command answers before loading (here it could not load it): "" neither, "tensorflow"
+# TensorFlow, "beam" Beam and TensorFlow. A typo of a flag is compared with Beam's option names.
 @pytest.mark.process
-@pytest.mark.parametrize("module, argv, expected", [
+@pytest.mark.parametrize("module, argv, expected, answered_before", [
     ("preprocess.jpeg_to_tfrecord",
      ["--input_csv", "{d}/train.csv", "--output_dir", "{d}/out", "--eval_fracton", "0.2"],
      "error: unknown flag --eval_fracton: not a flag of this command nor a Beam pipeline "
-     "option; did you mean --eval_fraction?"),
+     "option; did you mean --eval_fraction?", ""),
     ("preprocess.jpeg_to_tfrecord",
      ["--input_csv", "{d}/train.csv", "--output_dir", "{d}/out", "{d}/stray.csv"],
-     "quote it"),
+     "error: unexpected argument '{d}/stray.csv' (a glob the shell expanded into several files? "
+     "quote it", "beam"),
     ("trainer.task", ["--train_data_path", "{d}/train-00000-of-00002.tfrecord",
                       "{d}/train-00001-of-00002.tfrecord", "--output_dir", "{d}/out"],
-     "(a glob the shell expanded into several files? quote it"),
+     "(a glob the shell expanded into several files? quote it", "tensorflow"),
     ("trainer.task", ["--config", "{d}/nope.yaml", "--output_dir", "{d}/out"],
-     "error: --config {d}/nope.yaml: no such file"),
+     "error: --config {d}/nope.yaml: no such file", "tensorflow"),
     ("trainer.task", ["--config", "{d}", "--output_dir", "{d}/out"],
-     "error: --config {d} is a directory: pass a YAML file of settings"),
+     "error: --config {d} is a directory: pass a YAML file of settings", "tensorflow"),
     ("preprocess.jpeg_to_tfrecord", ["--input_csv", "{d}", "--output_dir", "{d}/out"],
      "error: --input_csv {d}: {d} is a folder; pass a CSV file of uri,label lines, or "
-     "--input_dir {d} for a folder of images in one folder per label"),
+     "--input_dir {d} for a folder of images in one folder per label", "beam"),
     ("trainer.task", ["--mode", "predict", "--output_dir", "{d}", "--predict_input",
                       "{d}/train.csv", "--predict_export_dir", "{d}"] + ENGINE,
-     "is not an export: no saved_model.pb in it or in a numbered version directory below it"),
+     "is not an export: no saved_model.pb in it or in a numbered version directory below it",
+     "tensorflow"),
     ("serving.batch_predict", ["--input_csv", "{d}/train.csv", "--model_dir", "{d}",
                                "--output", "{d}/preds", "--max_num_wokers", "3"],
-     "did you mean --max_num_workers?"),
+     "did you mean --max_num_workers?", ""),
     ("serving.client", ["--server", "localhost:8501", "{d}/a.jpg"],
-     "error: --server 'localhost:8501' must look like http://HOST:PORT, e.g. http://localhost:8501"),
+     "error: --server 'localhost:8501' must look like http://HOST:PORT, e.g. http://localhost:8501",
+     ""),
 ])
-def test_a_mistake_is_one_line_and_exit_code_2(csv_and_shards, module, argv, expected):
-    # trainer.task refuses each of these before TensorFlow loads: here it could not load it.
-    env = user_commands.user_env(without_tensorflow=module == "trainer.task")
+def test_a_mistake_is_one_line_and_exit_code_2(csv_and_shards, module, argv, expected,
+                                               answered_before):
+    env = (user_commands.user_env_without_beam() if answered_before == "beam" else
+           user_commands.user_env(without_tensorflow=answered_before == "tensorflow"))
     result = user_commands.run(module, *[arg.format(d=csv_and_shards) for arg in argv], env=env,
                                timeout=300)
     assert result.returncode == 2, result.stderr[-2000:]

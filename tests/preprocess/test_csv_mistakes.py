@@ -65,8 +65,10 @@ def test_a_label_only_on_rejected_rows_fails_naming_it(photos):
 
 @pytest.mark.process
 def test_a_bad_flag_is_one_line_and_exit_code_2(tmp_path):
-    result = user_commands.run("preprocess.jpeg_to_tfrecord",
-                               *pipeline_argv(tmp_path, f"train={tmp_path}/none.csv"), timeout=300)
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1].startswith("error: ")
-    assert "Traceback" not in result.stderr
+    """A local CSV that is not there is refused before Beam and TensorFlow load: here neither could."""
+    result = user_commands.run("preprocess.jpeg_to_tfrecord", "--output_dir", tmp_path / "out",
+                               f"--input_csv=train={tmp_path}/none.csv", timeout=300,
+                               env=user_commands.user_env_without_beam())
+    assert (result.returncode, user_commands.error_lines(result)) == (
+        2, [f"error: --input_csv {tmp_path}/none.csv matches no file"]), result.stderr[-2000:]
+    assert not (tmp_path / "out").exists()
