@@ -125,12 +125,14 @@ def test_a_resume_changing_the_eval_loss_is_refused_while_early_stopping_compare
 @pytest.mark.trains
 def test_a_resume_with_other_settings_says_so_from_the_command_and_its_refusal_is_exit_code_2(
         copy_of_tiny_run):
-    """The real command: the refusal is one line and exit 2, nothing written; the same resume
-    with a comparable metric trains on, its recipe line on stderr, its change in params.json."""
+    """The real command: the refusal is one line and exit 2, nothing written, before TensorFlow
+    loads (trainer/settings/early_check.py: here it could not load it); the same resume with a
+    comparable metric trains on, its recipe line on stderr, its change in params.json."""
     data, out = copy_of_tiny_run()
     argv = [*data_argv(data, out), "--label_smoothing=0.1"]
     params_before = (out / table.PARAMS_FILE).read_bytes()
-    refused = user_commands.run_trainer(*argv, "--early_stopping_metric=loss")
+    refused = user_commands.run_trainer(*argv, "--early_stopping_metric=loss",
+                                        env=user_commands.user_env(without_tensorflow=True))
     assert refused.returncode == 2 and len(user_commands.error_lines(refused)) == 1, refused.stderr
     assert user_commands.error_lines(refused)[0].startswith("error: label_smoothing 0.0 -> 0.1 changes")
     assert (out / table.PARAMS_FILE).read_bytes() == params_before

@@ -15,6 +15,10 @@ engine divides by the replica count before the optimizer sums them).
 """
 import tensorflow as tf
 
+# adamw decays the weights in its step, and the loss then has no L2 term: the settings' rule, which
+# also says which settings the loss is made with (table.settings_in_the_loss) before TensorFlow loads.
+from trainer.settings.table import is_decoupled
+
 
 def per_example_cross_entropy(labels, logits, num_classes, label_smoothing=0.0):
     """float32 [B]. labels: int [B] class ids, or float32 [B, C] shares (mixup/CutMix's,
@@ -48,18 +52,6 @@ def cross_entropy(labels, logits, weights, params):
 def is_decayed(variable):
     """True for a kernel (dense, conv, depthwise conv): the variables weight decay shrinks."""
     return "kernel" in variable.name
-
-
-def is_decoupled(params):
-    """True when the optimizer decays the weights itself (adamw): no L2 term in the loss."""
-    return params["optimizer"] == "adamw"
-
-
-def settings_in_the_loss(params):
-    """The settings compute_loss is made with beyond the logits: the training loss's, and so
-    the eval metric "loss"'s (the eval metric cross_entropy has neither). Another value of
-    one makes losses before and after it measure different things."""
-    return ("label_smoothing",) if is_decoupled(params) else ("label_smoothing", "weight_decay")
 
 
 def weight_decay(network, params):

@@ -40,10 +40,11 @@ import tensorflow as tf
 from common import signature
 from common.user_errors import UserError
 from trainer.run import eval_records
+from trainer.settings import saved_run
 
 STATE_FILE = "checkpoint"  # TensorFlow's checkpoint state (a text proto)
 CHECKPOINT_NAME = "model.ckpt"  # OUT/model.ckpt-<step>: Estimator's name, which the Keras engine keeps
-CHECKPOINT_INDEX = re.compile(r"^model\.ckpt-(\d+)\.index$")
+CHECKPOINT_INDEX = saved_run.CHECKPOINT_INDEX  # OUT/model.ckpt-<step>.index, read there without TensorFlow
 CHECKPOINT_PIECE = re.compile(r"^model\.ckpt-(\d+)\.(index|meta|data-\d+-of-\d+)$")
 # Where a save writes its shards before moving them into place ("<prefix>_temp/part-*").
 SAVE_LEFTOVER = re.compile(r"^model\.ckpt-\d+_temp")
@@ -67,13 +68,10 @@ class CheckpointError(UserError):
 
 
 def list_checkpoints(output_dir):
-    """[(step, prefix)] of the checkpoints in output_dir by their .index files, oldest first."""
-    found = []
-    for path in tf.io.gfile.glob(os.path.join(output_dir, "model.ckpt-*.index")):
-        match = CHECKPOINT_INDEX.match(os.path.basename(path))
-        if match:
-            found.append((int(match[1]), path[:-len(".index")]))
-    return sorted(found)
+    """[(step, prefix)] of the checkpoints in output_dir by their .index files, oldest first
+    (saved_run.checkpoints_among, which the early check asks of a local OUT's files too)."""
+    return saved_run.checkpoints_among(
+        tf.io.gfile.glob(os.path.join(output_dir, f"{CHECKPOINT_NAME}-*.index")))
 
 
 def parse_state(text):

@@ -1,10 +1,12 @@
 """OUT/params.json: the settings a run was made with, read by the next command on the same OUT and checked against it.
 
 The chain (trainer/chain.py) merges an earlier run's params.json under the new settings
-and refuses a resume with other run-identity settings (check_same_run); the driver writes
-params.json once a run's checks have passed (trainer/run/driver.py), with the recipe
-settings a resume changed (the table's on_resume="record") said in one line and appended
-to its recipe_changes; an evaluation job beside a trainer, and the report, read the trainer's.
+and refuses a resume with other run-identity settings (check_same_run: the rule is
+trainer/settings/saved_run.py's, which the early check asks of a local OUT before TensorFlow
+loads); the driver writes params.json once a run's checks have passed (trainer/run/driver.py),
+with the recipe settings a resume changed (the table's on_resume="record") said in one line
+and appended to its recipe_changes; an evaluation job beside a trainer, and the report, read
+the trainer's.
 
     .venv/bin/python -c "from trainer.run import params_file; print(params_file.read_saved_params('OUT'))"
 """
@@ -15,7 +17,6 @@ import os
 import tensorflow as tf
 
 from common import atomic_write
-from trainer.objective import loss as loss_lib
 from trainer.run import checkpoints
 from trainer.settings import saved_run, table
 from trainer.settings.checks import ConfigError
@@ -72,8 +73,8 @@ def record_recipe_changes(params, state):
     if not saved:
         return []
     history = list(saved.get(RECIPE_CHANGES_KEY, []))
-    changed = {key: [saved_value(saved, key), params[key]] for key in table.RECIPE_KEYS
-               if saved_value(saved, key) != params[key]}
+    changed = {key: [saved_run.saved_value(saved, key), params[key]] for key in table.RECIPE_KEYS
+               if saved_run.saved_value(saved, key) != params[key]}
     if changed:
         _LOGGER.warning("%s", describe_recipe_changes(params, state.step, changed))
         history.append({"step": state.step, "changed": changed})
@@ -85,8 +86,9 @@ def describe_recipe_changes(params, step, changed):
     the eval loss is made with a changed setting, since its curve then jumps for that alone."""
     line = (f"output_dir={params['output_dir']!r} goes on from step {step} with other settings "
             f"(recorded in {table.PARAMS_FILE}'s {RECIPE_CHANGES_KEY}): "
-            + ", ".join(describe_change(key, before, after) for key, (before, after) in changed.items()))
-    in_loss = [key for key in loss_lib.settings_in_the_loss(params) if key in changed]
+            + ", ".join(saved_run.describe_change(key, before, after)
+                        for key, (before, after) in changed.items()))
+    in_loss = [key for key in table.settings_in_the_loss(params) if key in changed]
     if not in_loss:
         return line
     return (f"WARNING: {line}; the eval loss is made with {' and '.join(in_loss)}, so eval losses "
@@ -94,61 +96,10 @@ def describe_recipe_changes(params, step, changed):
 
 
 def check_same_run(saved, params):
-    """ConfigError naming every setting that differs from the run whose checkpoints
-    output_dir holds; nothing has been written yet. Without a checkpoint there is
-    nothing to mismatch, and the new settings simply replace params.json."""
-    output_dir = params["output_dir"]
-    if not has_checkpoints(saved, output_dir):
-        return
-    keys = table.RUN_IDENTITY_KEYS + table.NETWORKS[params["model"]].options
-    before = {key: saved_value(saved, key) for key in keys}
-    changed = [describe_change(key, before[key], params[key])
-               for key in keys if before[key] is not NOT_SAVED and before[key] != params[key]]
-    if changed:
-        raise ConfigError(
-            f"output_dir={output_dir!r} holds checkpoints of a run built with other settings: "
-            f"{'; '.join(changed)}. Use a new --output_dir (or the earlier settings and dataset)")
+    """saved_run.check_same_run, OUT's checkpoints listed through TensorFlow (gs:// too)."""
+    saved_run.check_same_run(saved, params, checkpoints.list_checkpoints)
 
 
 def check_eval_loss_compares(saved, params):
-    """ConfigError when a resume changes a setting the eval loss is made with while
-    early_stopping_metric='loss' picks the best export and stops early by comparing eval
-    losses, the earlier steps' with the later ones'; nothing has been written yet."""
-    if params["early_stopping_metric"] != "loss" or not saved:
-        return
-    changed = [key for key in loss_lib.settings_in_the_loss(params) if saved_value(saved, key) != params[key]]
-    if not changed or not has_checkpoints(saved, params["output_dir"]):
-        return
-    key = changed[0]
-    raise ConfigError(
-        f"{describe_change(key, saved_value(saved, key), params[key])} changes what the eval loss "
-        f"measures from the checkpoints of output_dir={params['output_dir']!r} on, and "
-        f"early_stopping_metric='loss' would compare eval losses across them to pick the best export "
-        f"and stop early: pass --early_stopping_metric cross_entropy (the loss without label smoothing "
-        f"or weight decay) or accuracy, or keep {key}={saved_value(saved, key)!r}")
-
-
-def has_checkpoints(saved, output_dir):
-    """True when output_dir holds an earlier run's params.json and checkpoints (by the files:
-    the state may be lost). Without a checkpoint there is nothing to resume."""
-    return bool(saved) and bool(checkpoints.list_checkpoints(output_dir))
-
-
-NOT_SAVED = object()
-
-
-def saved_value(saved, key):
-    """What the earlier run had for key. A params.json written before a setting existed ran
-    with that setting's default (a new setting's default keeps the old behaviour: --seed 0
-    is unseeded), so resuming it with another value is a change too."""
-    if key in saved:
-        return saved[key]
-    setting = table.SETTINGS.get(key)
-    return setting.default if setting else NOT_SAVED
-
-
-def describe_change(key, before, after):
-    if key == "labels":
-        added, removed = sorted(set(after) - set(before)), sorted(set(before) - set(after))
-        return f"labels +{added} -{removed}" if added or removed else "labels reordered"
-    return f"{key} {before!r} -> {after!r}"
+    """saved_run.check_eval_loss_compares, OUT's checkpoints listed through TensorFlow (gs:// too)."""
+    saved_run.check_eval_loss_compares(saved, params, checkpoints.list_checkpoints)

@@ -4,11 +4,14 @@ The chain (trainer/chain.py) checks everything again once TensorFlow has loaded;
 pass judges the same values by the same rules (checks.check_params) whenever it can see them
 all without TensorFlow: a local --output_dir (and its params.json of an earlier run, a damaged
 one refused as the chain refuses it) and a local (or no) --config file. Otherwise (gs://) it
-leaves the judgement to the chain. A predict run is refused here too when its local output is
-held by another run or its local --predict_export_dir is not an export: the same functions
-decide again in the run (trainer/run/predictions.py), for gs:// too. So is --use_tpu where no
-TPU is named and this machine is not a TPU VM: that is decided here, by the environment and the
-device files alone (tpu_name), for this check and for the run's (trainer/cloud/tpu.py).
+leaves the judgement to the chain. A resume whose settings differ from the run whose
+checkpoints the local OUT holds is refused here by the chain's rules (saved_run's
+check_same_run and check_eval_loss_compares), but for what the dataset decides. A predict run
+is refused here too when its local output is held by another run or its local
+--predict_export_dir is not an export: the same functions decide again in the run
+(trainer/run/predictions.py), for gs:// too. So is --use_tpu where no TPU is named and this
+machine is not a TPU VM: that is decided here, by the environment and the device files alone
+(tpu_name), for this check and for the run's (trainer/cloud/tpu.py).
 
     .venv/bin/python -m trainer.task --learning_rate nan --output_dir /tmp/o   # one line, exit 2
 """
@@ -25,6 +28,9 @@ LOCAL_DEVICE_PATTERNS = ("/dev/accel*", "/dev/vfio/[0-9]*")
 # Set by Cloud TPU jobs and GKE; TensorFlow's resolver reads them when --tpu is unset.
 NAME_ENVIRONMENT = ("TPU_NAME", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS", "TPU_CONFIG")
 NO_TPU_FIX = "or train on this machine's CPU/GPU with --no-use_tpu"
+# What the dataset decides (labels.txt: the labels and their count), not known before TensorFlow
+# loads: a resume's change of them is judged by the chain once it has read the dataset.
+READ_FROM_THE_DATASET = table.DATASET_KEYS + ("num_classes",)
 _LOGGER = logging.getLogger(__name__)
 
 
@@ -37,10 +43,11 @@ def is_remote(path):
 
 
 def check_before_tensorflow(flag_values, config_path, output_dir):
-    """Raises the chain's ConfigError for a bad typed or --config value, or a damaged or bad
-    params.json of an earlier run, where the chain would see exactly these values (all of them
-    local), and the run's TpuNotFound for --use_tpu with no TPU to name; else returns None. output_dir: the run's, as the chain resolves it (a tuning trial's
-    subdirectory)."""
+    """Raises the chain's ConfigError for a bad typed or --config value, a damaged or bad
+    params.json of an earlier run or a resume with other settings, where the chain would see
+    exactly these values (all of them local), and the run's TpuNotFound for --use_tpu with no
+    TPU to name; else returns None. output_dir: the run's, as the chain resolves it (a tuning
+    trial's subdirectory)."""
     if not output_dir or is_remote(output_dir) or is_remote(config_path):
         return  # no output_dir typed: the chain may take it from elsewhere (an earlier check's test)
     saved = read_local_params(output_dir)
@@ -52,6 +59,7 @@ def check_before_tensorflow(flag_values, config_path, output_dir):
     params, sources = checks.merge_layers(saved, saved_run.source(output_dir), config_values,
                                           f"--config {config_path}", flag_values)
     checks.check_params(params, sources)
+    check_resume(saved, params)
     if params["use_tpu"]:
         tpu_name(params)  # every mode's engine asks it (the driver first): no TPU named, none here
     if table.mode_reads(params).predicts:
@@ -70,6 +78,24 @@ def read_local_params(output_dir):
     except OSError:
         return None
     return saved_run.parse(content, path)
+
+
+def check_resume(saved, params):
+    """The chain's refusals of a resume with other settings than the run whose checkpoints the
+    local OUT holds (saved_run's rules; its checkpoints listed here by their files), for every
+    setting but those the dataset decides."""
+    saved_run.check_same_run(saved, params, list_local_checkpoints, skip=READ_FROM_THE_DATASET)
+    saved_run.check_eval_loss_compares(saved, params, list_local_checkpoints)
+
+
+def list_local_checkpoints(output_dir):
+    """[(step, prefix)] of a local OUT's checkpoints (saved_run.checkpoints_among its files); []
+    when it cannot be listed here, which leaves the judgement to the chain."""
+    try:
+        names = os.listdir(output_dir)
+    except OSError:
+        return []
+    return saved_run.checkpoints_among(os.path.join(output_dir, name) for name in names)
 
 
 def check_predict_places(params):

@@ -440,6 +440,20 @@ def estimator_params(params):
     return {k: v for k, v in params.items() if k not in TPU_ESTIMATOR_KEYS}
 
 
+def is_decoupled(params):
+    """True when the optimizer decays the weights itself (adamw): no L2 term in the loss
+    (trainer/objective/loss.py)."""
+    return params["optimizer"] == "adamw"
+
+
+def settings_in_the_loss(params):
+    """The settings trainer/objective/loss.py's compute_loss is made with beyond the logits: the
+    training loss's, and so the eval metric "loss"'s (the eval metric cross_entropy has neither).
+    Another value of one makes losses before and after it measure different things (a resume
+    is judged by it before TensorFlow loads, trainer/settings/saved_run.py)."""
+    return ("label_smoothing",) if is_decoupled(params) else ("label_smoothing", "weight_decay")
+
+
 def main():
     for title, settings in GROUPS:
         print(title)
