@@ -74,7 +74,7 @@ def check_pipeline_flags(pipeline_args, command_flags):
         if arg.startswith("-"):
             known = list(command_flags) + console.flag_names(parser)
             raise ValueError(console.unknown_flag_error(arg, known))
-        raise ValueError(f"unexpected argument {arg!r}{console.glob_hint('unrecognized arguments /')}")
+        raise ValueError(console.unexpected_argument_error(arg))
     check_credentials(pipeline_args)
 
 

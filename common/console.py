@@ -242,11 +242,16 @@ def closest_flag(flag, known_flags):
     return close[0] if close else None
 
 
+GLOB_HINT = " (a glob the shell expanded into several files? quote it, e.g. --train_data_path 'DIR/train-*')"
+
+
 def glob_hint(message):
-    if "unrecognized arguments" in message and "/" in message:
-        return (" (a glob the shell expanded into several files? quote it, e.g. "
-                "--train_data_path 'DIR/train-*')")
-    return ""
+    return GLOB_HINT if "unrecognized arguments" in message and "/" in message else ""
+
+
+def unexpected_argument_error(arg):
+    """The line for an argument no flag takes and that is no flag: a glob the shell expanded."""
+    return f"unexpected argument {arg!r}{GLOB_HINT}"
 
 
 def unknown_flag_error(flag, known_flags):

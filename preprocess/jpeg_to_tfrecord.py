@@ -100,8 +100,7 @@ def check_leftover_arguments(parser, pipeline_args):
     it as its value): a glob the shell expanded."""
     leftovers = console.strip_verbosity_flags(pipeline_args)
     if leftovers and not leftovers[0].startswith("-"):
-        raise ConfigError(f"unexpected argument {leftovers[0]!r}"
-                          f"{console.glob_hint('unrecognized arguments /')}")
+        raise ConfigError(console.unexpected_argument_error(leftovers[0]))
     if leftovers:
         import_pipeline().check_pipeline_args(parser, pipeline_args)
 
