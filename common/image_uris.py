@@ -15,7 +15,6 @@ import posixpath
 import re
 import sys
 
-from google.api_core import exceptions as google_exceptions  # a dependency of apache-beam[gcp]
 
 # Why an input was refused: the key of its dead letter / error record and counter.
 MALFORMED_CSV_LINE = "malformed_csv_line"  # not 'uri,label' (or 'uri'), or unbalanced quotes
@@ -128,17 +127,25 @@ def describe_dangling_link(uri):
     return f" (a symlink to {os.readlink(uri)}, which does not exist)"
 
 
+def google_api_exceptions():
+    """google.api_core.exceptions (apache-beam[gcp]'s) when something loaded it, else None: only
+    a GCS client raises its errors, and importing it costs every command 0.4 s (it scans the
+    installed packages' versions)."""
+    return sys.modules.get("google.api_core.exceptions")
+
+
 def read_error_types():
-    """OSError, Google API errors and, when TensorFlow is loaded, its file errors."""
-    tf = sys.modules.get("tensorflow")
+    """OSError and, when loaded, Google API errors and TensorFlow's file errors."""
+    tf, google = sys.modules.get("tensorflow"), google_api_exceptions()
     extra = (tf.errors.OpError,) if tf is not None and hasattr(tf, "errors") else ()
-    return (OSError, google_exceptions.GoogleAPICallError) + extra
+    return (OSError,) + ((google.GoogleAPICallError,) if google else ()) + extra
 
 
 def reason_of_read_error(err):
     """MISSING_FILE or UNREADABLE_FILE; None for a transient error that should be retried."""
-    if isinstance(err, google_exceptions.GoogleAPICallError):
-        if isinstance(err, google_exceptions.NotFound):
+    google = google_api_exceptions()
+    if google and isinstance(err, google.GoogleAPICallError):
+        if isinstance(err, google.NotFound):
             return MISSING_FILE
         return None if err.code is None or err.code >= 500 or err.code == 429 else UNREADABLE_FILE
     if isinstance(err, FileNotFoundError) or type(err).__name__ == "NotFoundError":

@@ -73,6 +73,26 @@ def test_file_errors_become_reasons(tmp_path):
     assert dangling.value.detail.endswith(f"(a symlink to {tmp_path / 'gone.jpg'}, which does not exist)")
 
 
+
+def test_gcs_client_errors_become_reasons_and_transient_ones_are_raised():
+    """The errors a GCS client raises (google.api_core, loaded by the client, not by image_uris):
+    not found and forbidden become reasons; 503 and 429 are raised, for the runner to retry."""
+    from google.api_core import exceptions
+
+    def raising(err):
+        def open_remote(uri):
+            raise err
+        return open_remote
+    for err, reason in ((exceptions.NotFound("gone"), image_uris.MISSING_FILE),
+                        (exceptions.Forbidden("no access"), image_uris.UNREADABLE_FILE)):
+        with pytest.raises(image_uris.InputRejected) as rejected:
+            image_uris.read_image_bytes("gs://b/a.jpg", raising(err))
+        assert rejected.value.reason == reason and rejected.value.detail.startswith("gs://b/a.jpg: ")
+    for err in (exceptions.ServiceUnavailable("busy"), exceptions.TooManyRequests("slow down")):
+        with pytest.raises(type(err)):
+            image_uris.read_image_bytes("gs://b/a.jpg", raising(err))
+
+
 @pytest.mark.trains
 def test_predict_mode_reads_a_spreadsheet_csv_without_losing_a_row(trained_run, input_csv, tmp_path):
     """BOM + header + unbalanced quote through `trainer.task --mode predict` (in this process):
