@@ -8,7 +8,8 @@ with a timeout and no retries, tells at once and names the likely cause:
     error: train_data_path='gs://b/data/train-*': cannot reach Cloud Storage within 15 s (no network?): ...
 
 It honours STORAGE_EMULATOR_HOST (anonymous access to a local emulator), as the
-google-cloud-storage client does.
+google-cloud-storage client does. Whether there are credentials at all is asked on its own too
+(check_credentials), without a listing, by trainer.task before TensorFlow loads.
 
     .venv/bin/python -m common.gcs_probe gs://BUCKET/some/prefix      # "ok" or the one line
 """
@@ -56,14 +57,28 @@ def make_client(path, what):
     from google.cloud import storage  # google-cloud-storage: only gs:// runs need it
     if os.environ.get("STORAGE_EMULATOR_HOST"):
         return storage.Client()
-    import google.auth
+    credentials, project = default_credentials(path, what)
+    return storage.Client(project=project or "no-project", credentials=credentials)
+
+
+def check_credentials(path, what):
+    """GcsUnreachable naming `what` when gs:// path would be read without any Google Cloud
+    credentials on this machine; else None (a local path, the emulator). No listing, and no
+    TensorFlow: trainer.task asks it of a gs:// --output_dir before TensorFlow loads."""
+    if str(path or "").startswith("gs://") and not os.environ.get("STORAGE_EMULATOR_HOST"):
+        default_credentials(path, what)
+
+
+def default_credentials(path, what):
+    """(credentials, project) of Application Default Credentials; GcsUnreachable naming `what`
+    and the login command when this machine has none."""
+    import google.auth  # google-auth: only gs:// runs need it
     from google.auth import exceptions
     try:
-        credentials, project = google.auth.default()
+        return google.auth.default()
     except exceptions.DefaultCredentialsError:
         raise GcsUnreachable(f"{what}={path!r}: no Google Cloud credentials on this machine: "
                              f"{LOGIN_FIX}") from None
-    return storage.Client(project=project or "no-project", credentials=credentials)
 
 
 def describe(err, bucket):

@@ -48,8 +48,9 @@ def test_an_unreachable_storage_endpoint_is_refused_naming_the_path(tmp_path, mo
 
 @pytest.mark.process
 def test_no_credentials_is_one_line_with_the_login_command(tmp_path):
+    """Before TensorFlow loads (trainer/settings/early_check.py): here it could not load it."""
     env = user_commands.user_env(drop=("GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST"),
-                                 **no_credentials(tmp_path))
+                                 without_tensorflow=True, **no_credentials(tmp_path))
     start = time.monotonic()
     result = user_commands.run_trainer(*GS_ARGV, "--output_dir", "gs://photos/run", env=env,
                                        timeout=300)

@@ -11,7 +11,9 @@ is refused here too when its local output is held by another run or its local
 --predict_export_dir is not an export: the same functions decide again in the run
 (trainer/run/predictions.py), for gs:// too. So is --use_tpu where no TPU is named and this
 machine is not a TPU VM: that is decided here, by the environment and the device files alone
-(tpu_name), for this check and for the run's (trainer/cloud/tpu.py).
+(tpu_name), for this check and for the run's (trainer/cloud/tpu.py). Of a gs:// --output_dir
+or --config only one thing is judged here: whether this machine has Google Cloud credentials
+at all (common/gcs_probe.py's check_credentials, which the chain's probe asks too).
 
     .venv/bin/python -m trainer.task --learning_rate nan --output_dir /tmp/o   # one line, exit 2
 """
@@ -19,7 +21,7 @@ import glob
 import logging
 import os
 
-from common import export_versions, prediction_records
+from common import export_versions, gcs_probe, prediction_records
 from trainer.settings import checks, config_file, saved_run, table
 
 LOCAL_TPU = "local"  # --tpu local: this TPU VM's own chips
@@ -45,9 +47,12 @@ def is_remote(path):
 def check_before_tensorflow(flag_values, config_path, output_dir):
     """Raises the chain's ConfigError for a bad typed or --config value, a damaged or bad
     params.json of an earlier run or a resume with other settings, where the chain would see
-    exactly these values (all of them local), and the run's TpuNotFound for --use_tpu with no
-    TPU to name; else returns None. output_dir: the run's, as the chain resolves it (a tuning
+    exactly these values (all of them local), the run's TpuNotFound for --use_tpu with no TPU
+    to name, and the chain's GcsUnreachable for a gs:// OUT or --config on a machine without
+    Google Cloud credentials; else returns None. output_dir: the run's, as the chain resolves it (a tuning
     trial's subdirectory)."""
+    for path, what in ((output_dir, "output_dir"), (config_path, "--config")):
+        gcs_probe.check_credentials(path, what)  # gs:// with no credentials: the chain's first refusal
     if not output_dir or is_remote(output_dir) or is_remote(config_path):
         return  # no output_dir typed: the chain may take it from elsewhere (an earlier check's test)
     saved = read_local_params(output_dir)
