@@ -105,25 +105,15 @@ def list_local_checkpoints(output_dir):
 
 def check_predict_places(params):
     """Refuses a predict run, as the run itself would, when its local output is held by another
-    run (OutputBusy) or its local --predict_export_dir is not an export (ExportNotFound). The
-    lock is taken and let go at once, and only where its file is: without one no run holds it,
-    and none is made. gs:// is left to the run."""
-    output_dir = table.predict_output_dir(params)
-    lock_file = prediction_records.prediction_prefix(output_dir) + prediction_records.LOCK_SUFFIX
-    if not is_remote(output_dir) and is_file(lock_file):
-        with held_output(params):
-            pass
+    run (OutputBusy, probed as serving.batch_predict probes its --output:
+    prediction_records.check_prefix_free) or its local --predict_export_dir is not an export
+    (ExportNotFound). gs:// is left to the run."""
+    output_dir = table.predict_output_dir(params)  # its default, OUT/predictions, named as if typed
+    prediction_records.check_prefix_free(prediction_records.prediction_prefix(output_dir),
+                                         "--predict_output_dir", output_dir)
     export_dir = params["predict_export_dir"]
     if export_dir and not is_remote(export_dir):
         export_versions.resolve_export_dir(export_dir)
-
-
-def is_file(path):
-    try:
-        with open(path, "rb"):
-            return True
-    except OSError:  # absent, a folder, below a file, no permission: no lock to probe here
-        return False
 
 
 def held_output(params):
