@@ -44,7 +44,7 @@ def run_command(argv, stopped):
     typed, config_file = flags.parse_flags(sys.argv[1:] if argv is None else argv)
     # A value the settings' rules refuse on their own answers before TensorFlow loads.
     console.exit_on_user_error(early_check.check_before_tensorflow, typed, config_file,
-                               hptuning.trial_output_dir(typed.get("output_dir")))
+                               hptuning.trial_output_dir(typed.get("output_dir")), check_engine)
     # A TPU build of TensorFlow beside a libtpu it cannot run with aborts the process as it
     # loads: say so first, in one line.
     console.exit_on_user_error(libtpu_pair.check_installed_pair)
@@ -89,19 +89,27 @@ def is_estimator_installed():
     return importlib.util.find_spec("tensorflow_estimator") is not None
 
 
+def check_engine(name):
+    """UserError where engine `name` cannot run here: its packages are not installed. Judged
+    without TensorFlow, so the early check asks it too (before TensorFlow loads, where it sees
+    the engine), and load_engine asks it again for every run."""
+    if name == "jax" and not is_jax_installed():
+        raise UserError(JAX_MISSING)
+    if name == "estimator" and not is_estimator_installed():
+        raise UserError(ESTIMATOR_MISSING)
+
+
 def load_engine(name):
-    """The run function of engine `name`, imported only when chosen: the Keras engine's imports
-    never reach tf.estimator, which TensorFlow 2.16 and later do not have (.venv-keras)."""
+    """The run function of engine `name` (check_engine's refusals first), imported only when
+    chosen: the Keras engine's imports never reach tf.estimator, which TensorFlow 2.16 and
+    later do not have (.venv-keras)."""
+    check_engine(name)
     if name == "keras":
         from trainer.keras import engine
         return engine.run
     if name == "jax":
-        if not is_jax_installed():
-            raise UserError(JAX_MISSING)
         from trainer.jax import engine as jax_engine
         return jax_engine.run
-    if not is_estimator_installed():
-        raise UserError(ESTIMATOR_MISSING)
     from trainer.estimator import cluster
     return cluster.run  # the engine's run, or a cluster role of TF_CONFIG
 

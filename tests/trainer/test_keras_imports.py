@@ -6,7 +6,8 @@ modules the Keras engine's command can load must not import trainer/estimator/ o
 tensorflow_estimator, nor name tf.estimator: every module of trainer.keras, the shared
 packages (settings, data, nets, objective, export, run, report, cloud, chain) and what
 they import, plus the Keras branch of trainer.task's load_engine. Where tensorflow-estimator
-is not installed (.venv-keras), --engine estimator refuses in one line naming the flag.
+is not installed (.venv-keras), --engine estimator refuses in one line naming the flag, before
+TensorFlow loads.
 
     .venv/bin/python -m pytest tests/trainer/test_keras_imports.py
     .venv-keras/bin/python -m pytest tests/trainer/test_keras_imports.py
@@ -18,7 +19,7 @@ import pytest
 from tests.cloud.test_gcs_paths import dotted_name
 from tests.engines import HAS_ESTIMATOR
 from tests.common.test_architecture import ROOT, import_graph, imported_names, project_modules
-from tests.user_commands import error_lines, run, run_trainer
+from tests.user_commands import error_lines, run, run_trainer, user_env
 
 ENGINE_NEUTRAL = ("trainer.keras", "trainer.settings", "trainer.data", "trainer.nets",
                   "trainer.objective", "trainer.export", "trainer.run", "trainer.report",
@@ -96,8 +97,9 @@ def test_the_estimator_engine_refuses_in_one_line_without_tensorflow_estimator(t
 @pytest.mark.process
 @pytest.mark.skipif(HAS_ESTIMATOR, reason="tensorflow-estimator is installed: runs in .venv-keras (make test-keras)")
 def test_the_default_engine_refuses_where_tensorflow_estimator_is_missing(tiny_argv, tmp_path):
-    """The real command in .venv-keras, the Estimator engine being the default: exit 2, one line."""
-    result = run_trainer(*tiny_argv, timeout=300)
+    """The real command in .venv-keras, the Estimator engine being the default: exit 2, one line,
+    before TensorFlow loads (a tensorflow that cannot be imported is all it finds)."""
+    result = run_trainer(*tiny_argv, env=user_env(without_tensorflow=True), timeout=300)
     assert result.returncode == 2, result.stderr[-2000:]
     assert error_lines(result)[-1] == (
         "error: --engine estimator needs tensorflow-estimator (TensorFlow <= 2.15), not installed here: "

@@ -11,7 +11,9 @@ is refused here too when its local output is held by another run or its local
 --predict_export_dir is not an export: the same functions decide again in the run
 (trainer/run/predictions.py), for gs:// too. So is --use_tpu where no TPU is named and this
 machine is not a TPU VM: that is decided here, by the environment and the device files alone
-(tpu_name), for this check and for the run's (trainer/cloud/tpu.py). Of a gs:// --output_dir
+(tpu_name), for this check and for the run's (trainer/cloud/tpu.py). The engine those values
+name is judged by the run's own check_engine (trainer/task.py hands it in): an engine whose
+packages this environment lacks (the Estimator in .venv-keras) is refused here. Of a gs:// --output_dir
 or --config only one thing is judged here: whether this machine has Google Cloud credentials
 at all (common/gcs_probe.py's check_credentials, which the chain's probe asks too).
 
@@ -44,13 +46,14 @@ def is_remote(path):
     return bool(path) and "://" in str(path)
 
 
-def check_before_tensorflow(flag_values, config_path, output_dir):
+def check_before_tensorflow(flag_values, config_path, output_dir, check_engine):
     """Raises the chain's ConfigError for a bad typed or --config value, a damaged or bad
     params.json of an earlier run or a resume with other settings, where the chain would see
-    exactly these values (all of them local), the run's TpuNotFound for --use_tpu with no TPU
-    to name, and the chain's GcsUnreachable for a gs:// OUT or --config on a machine without
-    Google Cloud credentials; else returns None. output_dir: the run's, as the chain resolves it (a tuning
-    trial's subdirectory)."""
+    exactly these values (all of them local), then check_engine's refusal of the engine they
+    name (the run's own: trainer/task.py, which this room may not import), the run's TpuNotFound
+    for --use_tpu with no TPU to name, and the chain's GcsUnreachable for a gs:// OUT or --config
+    on a machine without Google Cloud credentials; else returns None. output_dir: the run's, as
+    the chain resolves it (a tuning trial's subdirectory)."""
     for path, what in ((output_dir, "output_dir"), (config_path, "--config")):
         gcs_probe.check_credentials(path, what)  # gs:// with no credentials: the chain's first refusal
     if not output_dir or is_remote(output_dir) or is_remote(config_path):
@@ -65,6 +68,7 @@ def check_before_tensorflow(flag_values, config_path, output_dir):
                                           f"--config {config_path}", flag_values)
     checks.check_params(params, sources)
     check_resume(saved, params)
+    check_engine(params["engine"])  # the run asks it as it loads the engine, before the driver's checks
     if params["use_tpu"]:
         tpu_name(params)  # every mode's engine asks it (the driver first): no TPU named, none here
     if table.mode_reads(params).predicts:
