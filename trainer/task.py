@@ -23,7 +23,7 @@ from common import console
 VERBOSITY = console.quiet_unless_verbose()  # before TensorFlow loads: it reads the environment once
 
 from common.user_errors import UserError  # noqa: E402
-from trainer.cloud import hptuning, libtpu_pair  # noqa: E402  (no TensorFlow)
+from trainer.cloud import hptuning, libtpu_pair, tf_config  # noqa: E402  (no TensorFlow)
 from trainer.settings import early_check, flags, table  # noqa: E402  (no TensorFlow: --help and typos answer at once)
 
 
@@ -90,9 +90,12 @@ def is_estimator_installed():
 
 
 def check_engine(name):
-    """UserError where engine `name` cannot run here: its packages are not installed. Judged
-    without TensorFlow, so the early check asks it too (before TensorFlow loads, where it sees
-    the engine), and load_engine asks it again for every run."""
+    """UserError where engine `name` cannot run here: its packages are not installed, or (Keras)
+    TF_CONFIG describes a cluster of several trainers. Judged without TensorFlow, so the early
+    check asks it too (before TensorFlow loads, where it sees the engine), and load_engine asks
+    it again for every run."""
+    if name == "keras":
+        tf_config.check_cluster()  # the Keras engine is one client
     if name == "jax" and not is_jax_installed():
         raise UserError(JAX_MISSING)
     if name == "estimator" and not is_estimator_installed():

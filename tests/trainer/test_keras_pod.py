@@ -10,8 +10,9 @@ record once across both workers, both stopping after the same number of steps.
 
 The trainer itself is one client (its lock, params.json, checkpoints and exports): a TF_CONFIG
 of several chief/worker tasks, which used to train as one machine each, is refused in one line
-(the command once; each kind of cluster through the engine's check in the test's process);
-a single task (gcloud local train's) trains as before, in the test's process.
+(the command once, before TensorFlow loads; each kind of cluster through the engine's check
+in the test's process); a single task (gcloud local train's) trains as before, in the test's
+process.
 
     .venv-keras/bin/python -m pytest tests/trainer/test_keras_pod.py
 """
@@ -182,10 +183,11 @@ def keras_argv(dataset, output_dir, **flags):
 @pytest.mark.process
 def test_a_cluster_of_several_trainers_is_refused_in_one_line_by_the_command(shared_dataset, tmp_path):
     """A multi-worker TF_CONFIG used to run a whole training on each task, as if alone (only a
-    parameter-server cluster was refused)."""
+    parameter-server cluster was refused). Refused before TensorFlow loads: a tensorflow that
+    cannot be imported is all the command finds."""
     config, expected = REFUSED["two_workers"]
     result = run_trainer(*keras_argv(shared_dataset, tmp_path / "out"),
-                         env=user_env(TF_CONFIG=json.dumps(config)))
+                         env=user_env(without_tensorflow=True, TF_CONFIG=json.dumps(config)))
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
     assert len(error_lines(result)) == 1 and expected in result.stderr, result.stderr
     assert not (tmp_path / "out").exists()  # refused before anything is written

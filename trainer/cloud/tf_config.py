@@ -1,6 +1,7 @@
 """TF_CONFIG, the cluster description AI Platform and `gcloud ai-platform local train` set.
 
-Read only here, so estimator/engine.py (session config) and cluster.py (roles) agree on it.
+Read only here, so estimator/engine.py (session config) and cluster.py (roles) agree on it,
+and the Keras engine's refusal of a cluster (check_cluster) is judged before TensorFlow loads.
 
     TF_CONFIG='{"cluster": {"chief": ["localhost:2222"], "ps": ["localhost:2223"]},
                 "task": {"type": "chief", "index": 0}}' .venv/bin/python -m trainer.cloud.tf_config
@@ -42,6 +43,27 @@ def count_trainer_tasks(tf_config):
     """The chief, master and worker tasks of TF_CONFIG's cluster: the processes that train."""
     cluster = tf_config.get("cluster") or {}
     return sum(len(cluster.get(task_type) or ()) for task_type in TRAINER_TYPES)
+
+
+def check_cluster():
+    """ClusterError for a TF_CONFIG of several training processes (a parameter-server or a
+    multi-worker cluster): the Keras engine, like the run directory it keeps (lock, params.json,
+    checkpoints, exports), is one client. A single task (gcloud local train's) runs as one.
+    No TensorFlow: trainer/task.py's check_engine asks it before TensorFlow loads, and again as
+    it loads the engine."""
+    config = read_tf_config()
+    task_type, index = task_of(config)
+    if is_ps_cluster(config):
+        raise ClusterError(f"--engine keras with a parameter-server cluster in TF_CONFIG "
+                           f"(task {task_type}/{index}): the Keras engine runs as one task "
+                           f"(one TPU host or one machine); use --engine estimator")
+    trainers = count_trainer_tasks(config)
+    if trainers > 1:
+        raise ClusterError(
+            f"--engine keras with {trainers} chief/worker tasks in TF_CONFIG (task {task_type}/{index}): "
+            f"the Keras engine runs as one client; on a TPU pod start it on one host (worker 0) with "
+            f"--use_tpu --tpu NAME (TPUStrategy then feeds each host its share); multi-worker "
+            f"CPU/GPU training is not supported")
 
 
 def device_filters(tf_config):

@@ -11,7 +11,6 @@ Estimator engine, and keeps the same run directory.
 """
 import os
 
-from trainer.cloud import tf_config
 from trainer.keras import checkpoint as checkpoint_lib, evaluate as evaluate_lib
 from trainer.keras import export as export_lib, model as model_lib, strategy as strategy_lib
 from trainer.keras import predict as predict_lib, train as train_lib
@@ -66,26 +65,6 @@ class KerasEngine(Engine):
         return predictions.run_predict(predict_fn, self.params, checkpoint_path)
 
 
-def check_cluster():
-    """ClusterError for a TF_CONFIG of several training processes (a parameter-server or a
-    multi-worker cluster): the Keras engine, like the run directory it keeps (lock, params.json,
-    checkpoints, exports), is one client. A single task (gcloud local train's) runs as one."""
-    config = tf_config.read_tf_config()
-    task_type, index = tf_config.task_of(config)
-    if tf_config.is_ps_cluster(config):
-        raise tf_config.ClusterError(f"--engine keras with a parameter-server cluster in TF_CONFIG "
-                                     f"(task {task_type}/{index}): the Keras engine runs as one task "
-                                     f"(one TPU host or one machine); use --engine estimator")
-    trainers = tf_config.count_trainer_tasks(config)
-    if trainers > 1:
-        raise tf_config.ClusterError(
-            f"--engine keras with {trainers} chief/worker tasks in TF_CONFIG (task {task_type}/{index}): "
-            f"the Keras engine runs as one client; on a TPU pod start it on one host (worker 0) with "
-            f"--use_tpu --tpu NAME (TPUStrategy then feeds each host its share); multi-worker "
-            f"CPU/GPU training is not supported")
-
-
 def run(params):
     """Runs params["mode"] with the Keras engine (trainer/run/driver.py)."""
-    check_cluster()
     return driver.run(params, KerasEngine)
