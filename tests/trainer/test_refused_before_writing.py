@@ -26,7 +26,7 @@ NO_LOCAL_TPU = ("error: use_tpu: --tpu local needs this machine's TPU chips (a C
                 "none (/dev/accel* or /dev/vfio/[0-9]*): run on the TPU VM, or pass --tpu NAME of a "
                 "Cloud TPU; or train on this machine's CPU/GPU with --no-use_tpu")
 
-pytestmark = pytest.mark.skipif(bool(tpu.local_tpu_devices()), reason="this machine is a TPU VM")
+pytestmark = pytest.mark.skipif(bool(early_check.local_tpu_devices()), reason="this machine is a TPU VM")
 
 
 def run_trainer(*argv, without_tensorflow=False):
@@ -74,10 +74,12 @@ def one_line(result):
 @pytest.mark.process
 def test_use_tpu_off_a_tpu_vm_is_one_line_and_exit_code_2_from_the_command(data, tmp_path):
     """The TPU refusals below, as the user's terminal shows them (the Keras engine: both venvs):
-    before TensorFlow loads (trainer/settings/early_check.py's tpu_name), here it could not."""
+    before TensorFlow loads (trainer/settings/early_check.py's tpu_name and check_local_chips),
+    here it could not."""
     out = tmp_path / "out"
     argv = argv_for(data, out, engine="keras")
     assert one_line(run_trainer(*argv, "--use_tpu", without_tensorflow=True)) == NO_TPU
+    assert one_line(run_trainer(*argv, "--use_tpu", "--tpu", "local", without_tensorflow=True)) == NO_LOCAL_TPU
     assert not out.exists()
 
 
@@ -112,7 +114,7 @@ def test_tpu_local_off_a_tpu_vm_never_reaches_params_json(data, tmp_path, engine
 def test_a_tpu_that_is_found_but_does_not_start_leaves_no_params_json(data, tmp_path, monkeypatch):
     """The Keras engine starts its TPU when the driver makes the engine, before params.json:
     chips that are there (faked here) but do not start are one line."""
-    monkeypatch.setattr(tpu, "local_tpu_devices", lambda: ["/dev/accel0"])
+    monkeypatch.setattr(early_check, "local_tpu_devices", lambda: ["/dev/accel0"])
     out = tmp_path / "out"
     line = refusal(argv_for(data, out, engine="keras") + ["--use_tpu", "--tpu", "local"])
     assert line.startswith("error: use_tpu: the TPU 'local' did not start: "), line

@@ -6,9 +6,10 @@ no API call). Unset, the resolver's environment (TPU_NAME, as Cloud TPU jobs and
 set it) names it, and on a TPU VM without one it is 'local'. --tpu_zone and
 --gcp_project are read from the GCE metadata server when unset.
 
-Which TPU is named (tpu_name: --tpu, the environment, or this TPU VM's device files) is
-decided in trainer/settings/early_check.py without TensorFlow, so that trainer.task refuses
---use_tpu with none to name before TensorFlow loads; the run asks the same function here.
+Which TPU is named (tpu_name: --tpu, the environment, or this TPU VM's device files), and
+whether 'local' has chips here (check_local_chips), is decided in trainer/settings/early_check.py
+without TensorFlow, so that trainer.task refuses --use_tpu with none to name, or --tpu local
+without chips, before TensorFlow loads; the run asks the same functions here.
 check_tpu checks each of these before resolve_tpu builds the resolver, quickly and
 without network where none is needed: 'local' needs this host's TPU chips (/dev/accel* on
 v2-v4 TPU VMs, /dev/vfio/<n> on v5 and later), a grpc:// address must accept a
@@ -20,7 +21,7 @@ is not told to use one; the engines then resolve the TPU again for their own use
 the Keras engine connects to it and builds a TPUStrategy (trainer/keras/strategy.py).
 
     .venv/bin/python -m trainer.task --use_tpu --tpu local ...      # on a TPU VM
-    .venv/bin/python -c "from trainer.cloud import tpu; print(tpu.local_tpu_devices())"
+    .venv/bin/python -c "from trainer.settings import early_check; print(early_check.local_tpu_devices())"
 """
 import os
 import socket
@@ -29,9 +30,10 @@ import urllib.request
 
 import tensorflow as tf
 
-# Which TPU is named: decided without TensorFlow, where trainer.task's early check asks it too.
-from trainer.settings.early_check import (LOCAL_DEVICE_PATTERNS, LOCAL_TPU as LOCAL, NO_TPU_FIX,
-                                          TpuNotFound, local_tpu_devices, tpu_name)
+# Which TPU is named, and whether 'local' has chips: decided without TensorFlow, where
+# trainer.task's early check asks them too.
+from trainer.settings.early_check import (LOCAL_TPU as LOCAL, NO_TPU_FIX, TpuNotFound,
+                                          check_local_chips, tpu_name)
 
 PROBE_TIMEOUT_SECS = 5  # a TPU's gRPC port or the metadata server answers within this, or not at all
 
@@ -40,10 +42,7 @@ def check_reachable(name, params):
     """TpuNotFound when what name points to cannot answer: no chips for 'local', a grpc://
     address that refuses, a Cloud TPU name without a zone or project to look it up in."""
     if name == LOCAL:
-        if not local_tpu_devices():
-            raise TpuNotFound(f"use_tpu: --tpu local needs this machine's TPU chips (a Cloud TPU VM) "
-                              f"and it has none ({' or '.join(LOCAL_DEVICE_PATTERNS)}): run on the "
-                              f"TPU VM, or pass --tpu NAME of a Cloud TPU; {NO_TPU_FIX}")
+        check_local_chips(name)
     elif name and name.startswith("grpc://"):
         check_accepts_connections(name)
     elif name and not (params["tpu_zone"] and params["gcp_project"]):

@@ -10,8 +10,9 @@ check_same_run and check_eval_loss_compares), but for what the dataset decides. 
 is refused here too when its local output is held by another run or its local
 --predict_export_dir is not an export: the same functions decide again in the run
 (trainer/run/predictions.py), for gs:// too. So is --use_tpu where no TPU is named and this
-machine is not a TPU VM: that is decided here, by the environment and the device files alone
-(tpu_name), for this check and for the run's (trainer/cloud/tpu.py). The engine those values
+machine is not a TPU VM, or --tpu local where it has no TPU chips: that is decided here, by
+the environment and the device files alone (tpu_name, check_local_chips), for this check and
+for the run's (trainer/cloud/tpu.py). The engine those values
 name is judged by the run's own check_engine (trainer/task.py hands it in): an engine whose
 packages this environment lacks (the Estimator in .venv-keras) is refused here. Of a gs:// --output_dir
 or --config only one thing is judged here: whether this machine has Google Cloud credentials
@@ -51,7 +52,7 @@ def check_before_tensorflow(flag_values, config_path, output_dir, check_engine):
     params.json of an earlier run or a resume with other settings, where the chain would see
     exactly these values (all of them local), then check_engine's refusal of the engine they
     name (the run's own: trainer/task.py, which this room may not import), the run's TpuNotFound
-    for --use_tpu with no TPU to name, and the chain's GcsUnreachable for a gs:// OUT or --config
+    for --use_tpu with no TPU to name or --tpu local without chips, and the chain's GcsUnreachable for a gs:// OUT or --config
     on a machine without Google Cloud credentials; else returns None. output_dir: the run's, as
     the chain resolves it (a tuning trial's subdirectory)."""
     for path, what in ((output_dir, "output_dir"), (config_path, "--config")):
@@ -70,7 +71,7 @@ def check_before_tensorflow(flag_values, config_path, output_dir, check_engine):
     check_resume(saved, params)
     check_engine(params["engine"])  # the run asks it as it loads the engine, before the driver's checks
     if params["use_tpu"]:
-        tpu_name(params)  # every mode's engine asks it (the driver first): no TPU named, none here
+        check_local_chips(tpu_name(params))  # the driver's first checks: no TPU named, no chips here
     if table.mode_reads(params).predicts:
         check_predict_places(params)
 
@@ -152,3 +153,13 @@ def tpu_name(params):
                       f"{' or '.join(LOCAL_DEVICE_PATTERNS)}, no $TPU_NAME): pass --tpu NAME (a Cloud "
                       f"TPU, with --tpu_zone and --gcp_project off Google Cloud), --tpu grpc://IP:8470, "
                       f"or run on the TPU VM; {NO_TPU_FIX}")
+
+
+def check_local_chips(name):
+    """TpuNotFound when the TPU named is 'local' (this TPU VM's chips) and this machine has none;
+    else returns None. Device files only, no TensorFlow: the early check asks it too, before the
+    run's (trainer/cloud/tpu.py's check_reachable)."""
+    if name == LOCAL_TPU and not local_tpu_devices():
+        raise TpuNotFound(f"use_tpu: --tpu local needs this machine's TPU chips (a Cloud TPU VM) "
+                          f"and it has none ({' or '.join(LOCAL_DEVICE_PATTERNS)}): run on the "
+                          f"TPU VM, or pass --tpu NAME of a Cloud TPU; {NO_TPU_FIX}")
