@@ -72,7 +72,7 @@ def write_records(path, records):
     """Writes serialized records to one TFRecord file; returns the number written."""
     count = 0
     with filesystems().create(path, mime_type="application/octet-stream",
-                            compression_type="uncompressed") as f:
+                              compression_type="uncompressed") as f:
         for record in records:
             f.write(frame_record(record))
             count += 1
@@ -119,9 +119,9 @@ class PieceWriter:
             self._finish_piece(next(iter(self._open)))
         split, bucket = key
         path = filesystems().join(self._temp_dir,
-                                f"{split}-{bucket}-{self._prefix}-{len(self._done):05d}")
+                                  f"{split}-{bucket}-{self._prefix}-{len(self._done):05d}")
         f = filesystems().create(path, mime_type="application/octet-stream",
-                               compression_type="uncompressed")
+                                 compression_type="uncompressed")
         stats = {"path": path, "split": split, "bucket": bucket, "records": 0, "bytes": 0,
                  "per_label": collections.Counter(), "converted": collections.Counter()}
         self._open[key] = (f, stats)
@@ -209,7 +209,7 @@ def move_file(source, path):
 def join_files(path, sources):
     """Writes the byte-for-byte concatenation of ``sources`` (TFRecord files) to ``path``."""
     with filesystems().create(path, mime_type="application/octet-stream",
-                            compression_type="uncompressed") as out:
+                              compression_type="uncompressed") as out:
         for source in sources:
             with filesystems().open(source, compression_type="uncompressed") as f:
                 shutil.copyfileobj(f, out, COPY_CHUNK_BYTES)
@@ -217,7 +217,7 @@ def join_files(path, sources):
 
 def write_text(path, text):
     with filesystems().create(path, mime_type="text/plain",
-                            compression_type="uncompressed") as f:
+                              compression_type="uncompressed") as f:
         f.write(text.encode("utf-8"))
 
 
