@@ -4,19 +4,18 @@ The chain (trainer/chain.py) checks everything again once TensorFlow has loaded;
 pass judges the same values by the same rules (checks.check_params) whenever it can see them
 all without TensorFlow: a local --output_dir (and its params.json of an earlier run, a damaged
 one refused as the chain refuses it) and a local (or no) --config file. Otherwise (gs://) it
-leaves the judgement to the chain. A resume whose settings differ from the run whose
-checkpoints the local OUT holds is refused here by the chain's rules (saved_run's
-check_same_run and check_eval_loss_compares), but for what the dataset decides. A predict run
-is refused here too when its local output is held by another run or its local
---predict_export_dir is not an export: the same functions decide again in the run
-(trainer/run/predictions.py), for gs:// too. So is --use_tpu where no TPU is named and this
-machine is not a TPU VM, or --tpu local where it has no TPU chips: that is decided here, by
-the environment and the device files alone (tpu_name, check_local_chips), for this check and
-for the run's (trainer/cloud/tpu.py). The engine those values
-name is judged by the run's own check_engine (trainer/task.py hands it in): an engine whose
-packages this environment lacks (the Estimator in .venv-keras) is refused here. Of a gs:// --output_dir
-or --config only one thing is judged here: whether this machine has Google Cloud credentials
-at all (common/gcs_probe.py's check_credentials, which the chain's probe asks too).
+leaves the judgement to the chain. A resume whose settings differ from the run whose checkpoints
+the local OUT holds is refused here by the chain's rules (saved_run's check_same_run and
+check_eval_loss_compares), but for what the dataset decides. A predict run is refused here too
+when its local output is held by another run or its local --predict_export_dir is not an export:
+the same functions decide again in the run (trainer/run/predictions.py), for gs:// too. So is
+--use_tpu where no TPU is named and this machine is not a TPU VM, or --tpu local where it has no
+TPU chips: that is decided here, by the environment and the device files alone (tpu_name,
+check_local_chips), for this check and for the run's (trainer/cloud/tpu.py). The engine those
+values name is judged by the run's own check_engine (trainer/task.py hands it in): an engine
+whose packages this environment lacks (the Estimator in .venv-keras) is refused here. Of a gs://
+--output_dir or --config only one thing is judged here: whether this machine has Google Cloud
+credentials at all (common/gcs_probe.py's check_credentials, which the chain's probe asks too).
 
     .venv/bin/python -m trainer.task --learning_rate nan --output_dir /tmp/o   # one line, exit 2
 """
@@ -52,9 +51,10 @@ def check_before_tensorflow(flag_values, config_path, output_dir, check_engine):
     params.json of an earlier run or a resume with other settings, where the chain would see
     exactly these values (all of them local), then check_engine's refusal of the engine they
     name (the run's own: trainer/task.py, which this room may not import), the run's TpuNotFound
-    for --use_tpu with no TPU to name or --tpu local without chips, and the chain's GcsUnreachable for a gs:// OUT or --config
-    on a machine without Google Cloud credentials; else returns None. output_dir: the run's, as
-    the chain resolves it (a tuning trial's subdirectory)."""
+    for --use_tpu with no TPU to name or --tpu local without chips, and the chain's
+    GcsUnreachable for a gs:// OUT or --config on a machine without Google Cloud credentials;
+    else returns None. output_dir: the run's, as the chain resolves it (a tuning trial's
+    subdirectory)."""
     for path, what in ((output_dir, "output_dir"), (config_path, "--config")):
         gcs_probe.check_credentials(path, what)  # gs:// with no credentials: the chain's first refusal
     if not output_dir or is_remote(output_dir) or is_remote(config_path):
